@@ -1,0 +1,8 @@
+"""`python -m pipeline convert ...`"""
+
+import sys
+
+from pipeline.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""JobConfig: the YAML config and the CLI flags, merged and validated once.
+
+Every flag has a key of the same name (dashes -> underscores) in the YAML file; a flag given on
+the command line wins over the file. Errors name the config file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from transforms.read import CsvOptions
+from transforms.schema import NULL_POLICIES, ColumnOptions
+from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS
+
+__all__ = ["ConfigError", "JobConfig", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A config value that is missing, unknown or of the wrong type; names the file and key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig:
+    inputs: tuple[str, ...]
+    output: str
+    format: str | None = None
+    num_shards: int = 0
+    compression: str = "gzip"
+    compression_level: int = 6
+    gzip_backend: str = "zlib"
+    sink: str = "blocks"
+    batch_rows: int = 32768
+    overwrite: bool = False
+    csv: CsvOptions = dataclasses.field(default_factory=CsvOptions)
+    columns: Mapping[str, ColumnOptions] = dataclasses.field(default_factory=dict)
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "output": (str,),
+    "format": (str,),
+    "num_shards": (int,),
+    "compression": (str,),
+    "compression_level": (int,),
+    "gzip_backend": (str,),
+    "sink": (str,),
+    "batch_rows": (int,),
+    "overwrite": (bool,),
+}
+_CHOICES = {
+    "format": ("parquet", "csv"),
+    "compression": COMPRESSIONS,
+    "gzip_backend": GZIP_BACKENDS,
+    "sink": SINKS,
+}
+_CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
+_COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
+
+
+def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
+    if isinstance(value, bool) and bool not in types:
+        raise ConfigError(f"{where}: expected {types[0].__name__}, got {value!r}")
+    if not isinstance(value, types):
+        raise ConfigError(f"{where}: expected {types[0].__name__}, got {value!r}")
+
+
+def _csv_options(source: str, raw: Any) -> CsvOptions:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: key 'csv': expected a mapping")
+    unknown = sorted(set(raw) - _CSV_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{source}: key 'csv.{unknown[0]}' is unknown (known: {sorted(_CSV_KEYS)})"
+        )
+    values = dict(raw)
+    for key in ("column_names", "null_values"):
+        if key in values and values[key] is not None:
+            if not isinstance(values[key], list):
+                raise ConfigError(f"{source}: key 'csv.{key}': expected a list")
+            values[key] = tuple(str(v) for v in values[key])
+    if "column_types" in values and not isinstance(values["column_types"], Mapping):
+        raise ConfigError(f"{source}: key 'csv.column_types': expected a mapping of name -> type")
+    for key in ("delimiter", "quote_char"):
+        if key in values and (not isinstance(values[key], str) or len(values[key]) != 1):
+            raise ConfigError(f"{source}: key 'csv.{key}': expected one character")
+    return CsvOptions(**values)
+
+
+def _column_options(source: str, raw: Any) -> dict[str, ColumnOptions]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: key 'columns': expected a mapping of column -> options")
+    out = {}
+    for name, opts in raw.items():
+        where = f"{source}: key 'columns.{name}'"
+        if not isinstance(opts, Mapping):
+            raise ConfigError(f"{where}: expected a mapping")
+        unknown = sorted(set(opts) - _COLUMN_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}.{unknown[0]}' is unknown (known: {sorted(_COLUMN_KEYS)})")
+        values = dict(opts)
+        if values.get("null_policy", "omit") not in NULL_POLICIES:
+            raise ConfigError(f"{where}.null_policy': one of {list(NULL_POLICIES)}")
+        if "shape" in values and values["shape"] is not None:
+            shape = values["shape"]
+            if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+                raise ConfigError(f"{where}.shape': expected a list of integers")
+            values["shape"] = tuple(shape)
+        out[str(name)] = ColumnOptions(**values)
+    return out
+
+
+def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if key == "input":
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ConfigError(f"{source}: key 'input': expected a path or a list of paths")
+            out["inputs"] = tuple(items)
+        elif key == "csv":
+            out["csv"] = _csv_options(source, value)
+        elif key == "columns":
+            out["columns"] = _column_options(source, value)
+        elif key in _SCALARS:
+            _check_type(f"{source}: key {key!r}", value, _SCALARS[key])
+            if key in _CHOICES and value not in _CHOICES[key]:
+                raise ConfigError(
+                    f"{source}: key {key!r}: {value!r} is not one of {list(_CHOICES[key])}"
+                )
+            out[key] = value
+        else:
+            known = sorted([*_SCALARS, "input", "csv", "columns"])
+            raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
+    return out
+
+
+def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
+    """Merge the YAML file at `path` (if any) with `flags` (flags win) into a JobConfig."""
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                raw = yaml.safe_load(f) or {}
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read the config: {err}") from err
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from err
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{path}: the config must be a mapping of keys to values")
+        values.update(_from_mapping(path, raw))
+    values.update(_from_mapping("command line", {k: v for k, v in flags.items() if v is not None}))
+    for key in ("inputs", "output"):
+        if not values.get(key):
+            flag = "--input" if key == "inputs" else "--output"
+            raise ConfigError(f"{flag} is required (on the command line or as a key in --config)")
+    if values.get("num_shards", 0) < 0:
+        raise ConfigError("num_shards: must be 0 (the runner decides) or more")
+    if values.get("batch_rows", 1) < 1:
+        raise ConfigError("batch_rows: must be at least 1")
+    return JobConfig(**values)

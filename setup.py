@@ -1,0 +1,40 @@
+"""Install the tfrecord-etl job. Dataflow workers install the same package (--setup_file)."""
+
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+VERSION = re.search(
+    r'__version__ = "([^"]+)"',
+    Path(__file__).with_name("pipeline").joinpath("__init__.py").read_text(),
+).group(1)
+
+# Pinned: Dataflow workers and the SDK container (Dockerfile) run the same Beam as the launcher.
+BEAM_VERSION = "2.77.0"
+
+setup(
+    name="tfrecord-etl",
+    version=VERSION,
+    description="Parquet/CSV -> sharded, compressed tf.train.Example TFRecords on Apache Beam",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
+    install_requires=[
+        f"apache-beam[tfrecord,gcp]=={BEAM_VERSION}",
+        "google-crc32c>=1.5",
+        "numba>=0.60",
+        "numpy>=1.26",
+        "pyarrow>=14",
+        "pyyaml>=6",
+    ],
+    extras_require={
+        # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
+        "tf": ["tensorflow-cpu>=2.15"],
+        "isal": ["isal>=1.6"],
+        "test": ["tensorflow-cpu>=2.15", "isal>=1.6", "pytest>=8", "hypothesis>=6", "ruff>=0.5"],
+    },
+    entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},
+)

@@ -1,0 +1,209 @@
+"""Arrow column -> the encoder kernel's flat numpy form, one FeatureSpec at a time.
+
+Everything here is vectorized with pyarrow.compute and numpy; no Python object per row.
+Errors name the source file, the row (0-based data row in that file) and the column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.example_kernel import KernelColumn
+from transforms.schema import BYTES, FLOAT, INT64, ConversionError, FeatureSpec
+
+__all__ = ["infer_shape", "leaf_array", "to_kernel_column"]
+
+_INT64_MAX = 2**63 - 1
+_MS_PER_DAY = 86_400_000
+
+
+def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
+    """The column at `path`; a struct's nulls carry down to its leaves."""
+    column = table.column(path[0])
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    for name in path[1:]:
+        arr = pc.struct_field(arr, name)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr
+
+
+def _where(source: str, first_row: int, index: int, name: str) -> str:
+    return f"{source}: row {first_row + int(index)}: column {name!r}"
+
+
+def _list_step(arr: pa.Array, off: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Descend one list level: the child array and, per row, offsets into it."""
+    if pa.types.is_fixed_size_list(arr.type):
+        size = arr.type.list_size
+        return arr.values, (off + arr.offset) * size
+    return arr.values, arr.offsets.to_numpy()[off]
+
+
+def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
+    """The shape of the first non-null value of a nested list column (None if all are null)."""
+    valid = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+    if valid.size == 0:
+        return None
+    row = arr.slice(int(valid[0]), 1)
+    shape = []
+    off = np.array([0, 1], dtype=np.int64)
+    while (
+        pa.types.is_list(row.type)
+        or pa.types.is_large_list(row.type)
+        or pa.types.is_fixed_size_list(row.type)
+    ):
+        child, child_off = _list_step(row, off)
+        shape.append(int(child_off[1] - child_off[0]))
+        row, off = child, child_off
+        if shape[-1] == 0:
+            break
+        off = np.array([off[0], off[0] + 1], dtype=np.int64)
+    return tuple(shape)
+
+
+def _flatten_lists(
+    arr: pa.Array, valid: np.ndarray, spec: FeatureSpec, source: str, first_row: int
+) -> tuple[pa.Array, np.ndarray]:
+    """Per-row offsets into the innermost values, checking every level against the shape."""
+    n = len(arr)
+    off = np.arange(n + 1, dtype=np.int64)
+    row_of_element = np.arange(n, dtype=np.int64)  # row index of each element of this level
+    level = 0
+    while (
+        pa.types.is_list(arr.type)
+        or pa.types.is_large_list(arr.type)
+        or pa.types.is_fixed_size_list(arr.type)
+    ):
+        if level > 0:
+            element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
+            bad = np.flatnonzero(~element_valid & valid[row_of_element])
+            if bad.size:
+                where = _where(source, first_row, row_of_element[bad[0]], spec.name)
+                raise ConversionError(f"{where}: a nested list holds a null")
+        child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
+        lengths = np.diff(child_off)
+        dim = None if spec.shape is None else spec.shape[level]
+        if dim is not None and dim >= 0:
+            bad = np.flatnonzero((lengths != dim) & valid[row_of_element])
+            if bad.size:
+                i = bad[0]
+                where = _where(source, first_row, row_of_element[i], spec.name)
+                raise ConversionError(
+                    f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
+                    f"needs {dim} at dim {level} (set columns.{spec.name}.shape to fix the shape)"
+                )
+        row_of_element = np.repeat(row_of_element, lengths)
+        if level == 0:
+            row_off = child_off
+        else:
+            row_off = child_off[off - off[0]]
+        off = row_off
+        arr = child
+        level += 1
+    return arr, off
+
+
+def _int64_values(leaf: pa.Array, spec: FeatureSpec, rows: np.ndarray, where) -> np.ndarray:  # noqa: ANN001
+    t = leaf.type
+    if pa.types.is_uint64(t):
+        too_big = pc.fill_null(pc.greater(leaf, pa.scalar(_INT64_MAX, pa.uint64())), False)
+        bad = np.flatnonzero(too_big.to_numpy(zero_copy_only=False))
+        if bad.size:
+            raise ConversionError(
+                f"{where(rows[bad[0]])}: uint64 value {leaf[int(bad[0])].as_py()} "
+                "does not fit in int64"
+            )
+        leaf = pc.cast(leaf, pa.int64(), safe=False)
+    elif pa.types.is_date64(t):
+        ms = pc.fill_null(pc.cast(leaf, pa.int64()), 0).to_numpy(zero_copy_only=False)
+        return np.floor_divide(ms, _MS_PER_DAY)
+    elif pa.types.is_date32(t):
+        leaf = pc.cast(pc.cast(leaf, pa.int32()), pa.int64())
+    elif not pa.types.is_int64(t):
+        leaf = pc.cast(leaf, pa.int64())
+    return pc.fill_null(leaf, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    t = leaf.type
+    if pa.types.is_decimal(t):
+        leaf = pc.cast(leaf, pa.string())
+    if pa.types.is_fixed_size_binary(t):
+        leaf = pc.cast(leaf, pa.binary())
+    if not pa.types.is_large_binary(leaf.type):
+        leaf = pc.cast(leaf, pa.large_binary())
+    _, offsets_buf, data_buf = leaf.buffers()
+    value_off = np.frombuffer(offsets_buf, dtype=np.int64)[
+        leaf.offset : leaf.offset + len(leaf) + 1
+    ]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
+    return value_off, data
+
+
+def to_kernel_column(
+    table: pa.Table | pa.RecordBatch, spec: FeatureSpec, source: str, first_row: int
+) -> tuple[KernelColumn, int]:
+    """The feature's column in kernel form, and how many rows have no value (null)."""
+    arr = leaf_array(table, spec.path)
+    n = len(arr)
+    if spec.null_policy == "default" and arr.null_count:
+        arr = pc.fill_null(arr, pa.scalar(spec.default, arr.type))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else np.ones(n, bool)
+    nulls = n - int(np.count_nonzero(valid))
+    if nulls and spec.null_policy == "fail":
+        first = int(np.flatnonzero(~valid)[0])
+        raise ConversionError(
+            f"{_where(source, first_row, first, spec.name)}: null value (null_policy is 'fail')"
+        )
+    if spec.shape == ():
+        leaf, row_off = arr, np.arange(n + 1, dtype=np.int64)
+    else:
+        leaf, row_off = _flatten_lists(arr, valid, spec, source, first_row)
+    lengths = np.diff(row_off)
+    if spec.shape != () and leaf.null_count:
+        element_rows = np.repeat(np.arange(n), lengths)
+        leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
+        bad = np.flatnonzero(~leaf_valid & valid[element_rows])
+        if bad.size:
+            where = _where(source, first_row, element_rows[bad[0]], spec.name)
+            raise ConversionError(f"{where}: a list holds a null element")
+    # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees the rest.
+    start = int(row_off[0])
+    leaf = leaf.slice(start, int(row_off[-1]) - start)
+    row_off = row_off - start
+    rows = np.repeat(np.arange(n), lengths)
+
+    def where(i: int) -> str:
+        return _where(source, first_row, i, spec.name)
+
+    if spec.encoding == "float64_bytes":
+        values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        data = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
+        column = KernelColumn(
+            BYTES,
+            spec.name,
+            valid,
+            np.arange(n + 1, dtype=np.int64),
+            value_off=row_off * 8,
+            data=data,
+        )
+    elif spec.kind == INT64:
+        column = KernelColumn(
+            INT64, spec.name, valid, row_off, values=_int64_values(leaf, spec, rows, where)
+        )
+    elif spec.kind == FLOAT:
+        values = pc.fill_null(pc.cast(leaf, pa.float32(), safe=False), 0.0).to_numpy(
+            zero_copy_only=False
+        )
+        column = KernelColumn(
+            FLOAT, spec.name, valid, row_off, values=np.ascontiguousarray(values, "<f4")
+        )
+    else:
+        value_off, data = _bytes_buffers(leaf)
+        column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
+    return column, nulls

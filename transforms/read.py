@@ -1,0 +1,275 @@
+"""Parquet and CSV sources as Arrow batches, on any Beam filesystem.
+
+Work is split at construction: one work item per Parquet row group, one per CSV file. Each
+work item yields `TableBatch`es of at most `batch_rows` rows, tagged with the source file and
+the 0-based index of their first data row in that file (for error messages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.schema import SchemaError
+
+__all__ = [
+    "CsvOptions",
+    "InputError",
+    "ReadTable",
+    "TableBatch",
+    "WorkItem",
+    "detect_format",
+    "input_schema",
+    "match_inputs",
+    "plan_work",
+    "read_work_item",
+]
+
+
+class InputError(ValueError):
+    """An input that cannot be read: the message names the file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvOptions:
+    """pyarrow CSV reader settings, from the config's `csv:` section."""
+
+    delimiter: str = ","
+    quote_char: str = '"'
+    escape_char: str | None = None
+    header: bool = True
+    column_names: tuple[str, ...] | None = None  # names when there is no header (or to rename)
+    null_values: tuple[str, ...] = ("", "NULL", "null", "NaN", "nan", "N/A", "NA")
+    column_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name -> type
+    infer_bytes: int = 16 << 20  # how much of the first file type inference reads
+    block_bytes: int = 4 << 20  # the reader's block size
+
+    def arrow_types(self) -> dict[str, pa.DataType]:
+        out = {}
+        for name, alias in self.column_types.items():
+            try:
+                out[name] = pa.type_for_alias(str(alias))
+            except (ValueError, KeyError) as err:
+                raise SchemaError(f"csv.column_types.{name}: unknown type {alias!r}") from err
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class TableBatch:
+    """The element that flows between steps: rows of one source file, as Arrow."""
+
+    table: pa.Table
+    source: str
+    first_row: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkItem:
+    path: str
+    row_group: int | None  # None: the whole file (CSV)
+    first_row: int
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _open(path: str) -> IO[bytes] | str:
+    """A local path as is (pyarrow memory-maps it, and decompresses .gz itself); else a stream."""
+    if _is_local(path):
+        return path
+    return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+
+
+def match_inputs(patterns: Sequence[str]) -> list[str]:
+    """Every file the patterns (paths or globs, any Beam filesystem) name, sorted, deduplicated."""
+    paths: list[str] = []
+    for pattern in patterns:
+        results = FileSystems.match([pattern])[0].metadata_list
+        files = sorted(m.path for m in results if not m.path.endswith("/"))
+        if not files:
+            raise InputError(f"{pattern}: no file matches this input")
+        paths.extend(files)
+    return sorted(dict.fromkeys(paths))
+
+
+def detect_format(paths: Sequence[str], fmt: str | None) -> str:
+    if fmt:
+        if fmt not in ("parquet", "csv"):
+            raise InputError(f"format {fmt!r} is not one of parquet, csv")
+        return fmt
+    kinds = set()
+    for path in paths:
+        name = path.lower()
+        if name.endswith((".parquet", ".parq", ".pq")):
+            kinds.add("parquet")
+        elif name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
+            kinds.add("csv")
+        else:
+            raise InputError(f"{path}: cannot tell the format from the name; pass --format")
+    if len(kinds) > 1:
+        raise InputError(f"inputs mix formats {sorted(kinds)}; convert them in separate runs")
+    return kinds.pop()
+
+
+def _csv_read_options(opts: CsvOptions, block_bytes: int) -> pacsv.ReadOptions:
+    return pacsv.ReadOptions(
+        block_size=block_bytes,
+        column_names=list(opts.column_names) if opts.column_names else None,
+        skip_rows=1 if (opts.header and opts.column_names) else 0,
+        autogenerate_column_names=False,
+    )
+
+
+def _csv_parse_options(opts: CsvOptions) -> pacsv.ParseOptions:
+    return pacsv.ParseOptions(
+        delimiter=opts.delimiter,
+        quote_char=opts.quote_char or False,
+        escape_char=opts.escape_char or False,
+        newlines_in_values=True,
+    )
+
+
+def _csv_convert_options(
+    opts: CsvOptions, types: Mapping[str, pa.DataType]
+) -> pacsv.ConvertOptions:
+    return pacsv.ConvertOptions(
+        column_types=dict(types),
+        null_values=list(opts.null_values),
+        strings_can_be_null=True,  # an unquoted empty cell is a null ...
+        quoted_strings_can_be_null=False,  # ... a quoted "" is an empty string
+    )
+
+
+def _csv_reader(path: str, opts: CsvOptions, types: Mapping[str, pa.DataType], block: int):  # noqa: ANN202
+    try:
+        return pacsv.open_csv(
+            _open(path),
+            read_options=_csv_read_options(opts, block),
+            parse_options=_csv_parse_options(opts),
+            convert_options=_csv_convert_options(opts, types),
+        )
+    except (pa.ArrowException, OSError, EOFError) as err:
+        raise InputError(f"{path}: cannot read as CSV: {err}") from err
+
+
+def _csv_schema(path: str, opts: CsvOptions) -> pa.Schema:
+    """Column types of the CSV: configured ones, the rest inferred from the first `infer_bytes`."""
+    types = opts.arrow_types()
+    reader = _csv_reader(path, opts, types, opts.infer_bytes)
+    schema = reader.schema
+    unknown = sorted(set(types) - set(schema.names))
+    if unknown:
+        raise SchemaError(f"csv.column_types names {unknown}, not columns of {path} {schema.names}")
+    # A column with no value in the sample has type null: read it as text.
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in schema]
+    return pa.schema(fields)
+
+
+def _parquet_file(path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(_open(path))
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: cannot read as Parquet: {err}") from err
+
+
+def _same_schema(a: pa.Schema, b: pa.Schema) -> str | None:
+    """None when equal, else what differs first."""
+    if a.names != b.names:
+        return f"columns {a.names} vs {b.names}"
+    for fa, fb in zip(a, b, strict=True):
+        if fa.type != fb.type:
+            return f"column {fa.name!r}: {fa.type} vs {fb.type}"
+    return None
+
+
+def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
+    """The one schema every input file agrees on; an error names two files that disagree."""
+    if fmt == "parquet":
+        schemas = [_parquet_file(p).schema_arrow for p in paths]
+    else:
+        first = _csv_schema(paths[0], csv)
+        schemas = [first]
+        for path in paths[1:]:
+            names = _csv_reader(path, csv, {}, 1 << 16).schema.names
+            schemas.append(
+                first if names == first.names else pa.schema([(n, pa.null()) for n in names])
+            )
+    for path, schema in zip(paths[1:], schemas[1:], strict=True):
+        diff = _same_schema(schemas[0], schema)
+        if diff:
+            raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
+    return schemas[0].remove_metadata()
+
+
+def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
+    """Parquet: one item per row group (the unit a worker reads); CSV: one item per file."""
+    if fmt == "csv":
+        return [WorkItem(p, None, 0) for p in paths]
+    items = []
+    for path in paths:
+        meta = _parquet_file(path).metadata
+        first = 0
+        for rg in range(meta.num_row_groups):
+            items.append(WorkItem(path, rg, first))
+            first += meta.row_group(rg).num_rows
+    return items
+
+
+def read_work_item(
+    item: WorkItem, fmt: str, schema: pa.Schema, csv: CsvOptions, batch_rows: int
+) -> Iterator[TableBatch]:
+    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema."""
+    first = item.first_row
+    if fmt == "parquet":
+        batches = _parquet_file(item.path).iter_batches(
+            batch_size=batch_rows, row_groups=[item.row_group], use_threads=False
+        )
+    else:
+        types = {f.name: f.type for f in schema}
+        batches = _csv_reader(item.path, csv, types, csv.block_bytes)
+    try:
+        for batch in batches:
+            for start in range(0, batch.num_rows, batch_rows):
+                part = batch.slice(start, batch_rows)
+                table = pa.Table.from_batches([part])
+                yield TableBatch(table=table, source=item.path, first_row=first)
+                first += part.num_rows
+    except (pa.ArrowException, OSError, EOFError) as err:
+        raise InputError(f"{item.path}: after data row {first}: {err}") from err
+
+
+class ReadTable(beam.PTransform):
+    """Files -> TableBatch elements (one work item per row group or CSV file, then Reshuffle)."""
+
+    def __init__(
+        self,
+        work: Sequence[WorkItem],
+        fmt: str,
+        schema: pa.Schema,
+        csv: CsvOptions,
+        batch_rows: int,
+    ) -> None:
+        super().__init__()
+        self._work = list(work)
+        self._fmt = fmt
+        self._schema = schema
+        self._csv = csv
+        self._batch_rows = batch_rows
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        fmt, schema, csv, rows = self._fmt, self._schema, self._csv, self._batch_rows
+        return (
+            pbegin
+            | "WorkItems" >> beam.Create(self._work)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.FlatMap(read_work_item, fmt, schema, csv, rows)  # TableBatch
+        )

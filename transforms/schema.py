@@ -1,0 +1,277 @@
+"""Arrow type -> tf.train.Example feature mapping: plain functions, no Beam, no TensorFlow.
+
+`plan_features(schema, options)` turns an Arrow schema into one `FeatureSpec` per Example feature.
+The specs are the contract between the writer (encoder) and the reader: the manifest stores them
+and `pipeline.reader` rebuilds the parse spec from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "NULL_POLICIES",
+    "ColumnOptions",
+    "ConversionError",
+    "FeatureSpec",
+    "SchemaError",
+    "nested_list_columns",
+    "plan_features",
+]
+
+NULL_POLICIES = ("omit", "default", "fail")
+
+# Example kinds.
+INT64 = "int64"
+FLOAT = "float"
+BYTES = "bytes"
+
+
+class SchemaError(ValueError):
+    """A column whose type or options have no Example mapping (found at construction)."""
+
+
+class ConversionError(ValueError):
+    """A value that cannot be written (found at run time); names file, row and column."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnOptions:
+    """Per-column options from the config's `columns:` section."""
+
+    null_policy: str = "omit"  # omit | default | fail
+    default: Any = None  # the value written for a null under null_policy=default
+    keep_float64: bool = False  # write float64 values exactly, as raw little-endian bytes
+    shape: tuple[int, ...] | None = None  # fixed shape for list columns (dim 0 may be -1)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One Example feature: how it is written and how the reader restores it.
+
+    name: the feature key (struct leaves are `parent.child`).
+    path: the field path in the Arrow table.
+    kind: the Example list kind: int64 | float | bytes.
+    dtype: the dtype the reader restores (a tf.dtypes name: int32, bool, float64, string, ...).
+    shape: () for a scalar, (d0, d1, ...) for a fixed array (d0 may be -1: variable outer length),
+        None for a variable-length list.
+    encoding: "values" (one Example value per element) or "float64_bytes" (the row's float64
+        elements as one little-endian bytes value).
+    source_type: the Arrow type of the column, as text.
+    unit: timestamp unit (and zone) or "days" for dates; None otherwise.
+    """
+
+    name: str
+    path: tuple[str, ...]
+    kind: str
+    dtype: str
+    shape: tuple[int, ...] | None
+    encoding: str
+    source_type: str
+    null_policy: str = "omit"
+    default: Any = None
+    unit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["path"] = list(self.path)
+        out["shape"] = None if self.shape is None else list(self.shape)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FeatureSpec:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["path"] = tuple(kwargs["path"])
+        kwargs["shape"] = None if kwargs.get("shape") is None else tuple(kwargs["shape"])
+        return cls(**kwargs)
+
+
+_INT_DTYPES = {
+    pa.int8(): "int8",
+    pa.int16(): "int16",
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.uint8(): "uint8",
+    pa.uint16(): "uint16",
+    pa.uint32(): "uint32",
+    pa.uint64(): "uint64",
+    pa.bool_(): "bool",
+}
+_FLOAT_DTYPES = {pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64"}
+
+
+def _primitive(t: pa.DataType) -> tuple[str, str, str | None] | None:
+    """(kind, dtype, unit) of a primitive Arrow type, or None when it is not one we map."""
+    if pa.types.is_dictionary(t):
+        return _primitive(t.value_type)
+    if t in _INT_DTYPES:
+        return INT64, _INT_DTYPES[t], None
+    if t in _FLOAT_DTYPES:
+        return FLOAT, _FLOAT_DTYPES[t], None
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return BYTES, "string", None
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return BYTES, "string", None
+    if pa.types.is_fixed_size_binary(t):
+        return BYTES, "string", None
+    if pa.types.is_timestamp(t):
+        unit = t.unit if t.tz is None else f"{t.unit} {t.tz}"
+        return INT64, "int64", unit
+    if pa.types.is_date(t):
+        return INT64, "int64", "days"
+    if pa.types.is_decimal(t):
+        return BYTES, "string", None
+    if pa.types.is_null(t):
+        return BYTES, "string", None
+    return None
+
+
+def _list_levels(t: pa.DataType) -> tuple[list[int | None], pa.DataType]:
+    """List nesting: per level its fixed size (None when variable), and the leaf type."""
+    levels: list[int | None] = []
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        levels.append(t.list_size if pa.types.is_fixed_size_list(t) else None)
+        t = t.value_type
+    return levels, t
+
+
+def _unsupported(name: str, t: pa.DataType) -> SchemaError:
+    return SchemaError(
+        f"column {name!r}: type {t} has no tf.train.Example mapping "
+        "(supported: integers, bool, floats, string/binary, timestamp, date, decimal, "
+        "lists and fixed-size lists of those, structs of those)"
+    )
+
+
+def _leaf_spec(
+    name: str,
+    path: tuple[str, ...],
+    t: pa.DataType,
+    opts: ColumnOptions,
+    inferred_shapes: Mapping[str, tuple[int, ...]],
+) -> FeatureSpec:
+    levels, leaf = _list_levels(t)
+    prim = _primitive(leaf)
+    if prim is None:
+        raise _unsupported(name, t)
+    kind, dtype, unit = prim
+    encoding = "values"
+    if opts.keep_float64:
+        if dtype != "float64":
+            raise SchemaError(f"column {name!r}: keep_float64 needs a float64 column, not {leaf}")
+        kind, encoding = BYTES, "float64_bytes"
+    shape: tuple[int, ...] | None
+    if not levels:
+        shape = ()
+        if opts.shape not in (None, ()):
+            raise SchemaError(
+                f"column {name!r}: shape {list(opts.shape)} given for a scalar column"
+            )
+    elif opts.shape is not None:
+        shape = tuple(int(d) for d in opts.shape)
+        if len(shape) != len(levels):
+            raise SchemaError(
+                f"column {name!r}: shape {list(shape)} has rank {len(shape)}, "
+                f"the column's type {t} has {len(levels)} list levels"
+            )
+        for i, (dim, fixed) in enumerate(zip(shape, levels, strict=True)):
+            if fixed is not None and dim != fixed:
+                raise SchemaError(f"column {name!r}: shape {list(shape)} disagrees with type {t}")
+            if dim < 0 and (i > 0 or dim != -1):
+                raise SchemaError(
+                    f"column {name!r}: shape {list(shape)}: only dim 0 may be -1 (variable)"
+                )
+    elif all(size is not None for size in levels):
+        shape = tuple(int(s) for s in levels)  # type: ignore[arg-type]
+    elif len(levels) == 1:
+        shape = None  # a variable-length list
+    else:
+        if name not in inferred_shapes:
+            raise SchemaError(
+                f"column {name!r}: nested list type {t} needs a shape "
+                "(columns: {name: {shape: [...]}} in the config)"
+            )
+        shape = inferred_shapes[name]
+    if opts.null_policy not in NULL_POLICIES:
+        raise SchemaError(
+            f"column {name!r}: null_policy {opts.null_policy!r} is not one of {list(NULL_POLICIES)}"
+        )
+    if opts.null_policy == "default" and opts.default is None:
+        raise SchemaError(f"column {name!r}: null_policy 'default' needs a 'default' value")
+    return FeatureSpec(
+        name=name,
+        path=path,
+        kind=kind,
+        dtype=dtype,
+        shape=shape,
+        encoding=encoding,
+        source_type=str(t),
+        null_policy=opts.null_policy,
+        default=opts.default,
+        unit=unit,
+    )
+
+
+def plan_features(
+    schema: pa.Schema,
+    columns: Mapping[str, ColumnOptions] | None = None,
+    inferred_shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> list[FeatureSpec]:
+    """One FeatureSpec per Example feature, sorted by name (the order the encoder writes them).
+
+    Raises SchemaError naming the column for a type with no mapping, for options that do not
+    fit the column, and for options naming a column that does not exist.
+    """
+    columns = dict(columns or {})
+    inferred_shapes = dict(inferred_shapes or {})
+    specs: list[FeatureSpec] = []
+
+    def visit(prefix: tuple[str, ...], t: pa.DataType) -> None:
+        name = ".".join(prefix)
+        if pa.types.is_struct(t):
+            if name in columns:
+                raise SchemaError(f"column {name!r}: options apply to leaves, not to a struct")
+            for i in range(t.num_fields):
+                visit((*prefix, t.field(i).name), t.field(i).type)
+            return
+        specs.append(
+            _leaf_spec(name, prefix, t, columns.pop(name, ColumnOptions()), inferred_shapes)
+        )
+
+    for field in schema:
+        visit((field.name,), field.type)
+    if columns:
+        raise SchemaError(
+            f"columns {sorted(columns)} in the config are not in the input "
+            f"(its leaves: {sorted(s.name for s in specs)})"
+        )
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SchemaError(
+            f"feature names {dupes} occur twice (a struct leaf clashes with a column)"
+        )
+    return sorted(specs, key=lambda s: s.name.encode("utf-8"))
+
+
+def nested_list_columns(schema: pa.Schema) -> list[tuple[str, tuple[str, ...]]]:
+    """Leaves whose type nests two or more list levels with a variable one: they need a shape."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+
+    def visit(prefix: tuple[str, ...], t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit((*prefix, t.field(i).name), t.field(i).type)
+            return
+        levels, _ = _list_levels(t)
+        if len(levels) >= 2 and any(size is None for size in levels):
+            out.append((".".join(prefix), prefix))
+
+    for field in schema:
+        visit((field.name,), field.type)
+    return out
