@@ -106,14 +106,15 @@ def _flatten_lists(
     return arr, off
 
 
-def _int64_values(leaf: pa.Array, spec: FeatureSpec, rows: np.ndarray, where) -> np.ndarray:  # noqa: ANN001
+def _int64_values(leaf: pa.Array, row_off: np.ndarray, where) -> np.ndarray:  # noqa: ANN001
     t = leaf.type
     if pa.types.is_uint64(t):
         too_big = pc.fill_null(pc.greater(leaf, pa.scalar(_INT64_MAX, pa.uint64())), False)
         bad = np.flatnonzero(too_big.to_numpy(zero_copy_only=False))
         if bad.size:
+            row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
             raise ConversionError(
-                f"{where(rows[bad[0]])}: uint64 value {leaf[int(bad[0])].as_py()} "
+                f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} "
                 "does not fit in int64"
             )
         leaf = pc.cast(leaf, pa.int64(), safe=False)
@@ -176,7 +177,6 @@ def to_kernel_column(
     start = int(row_off[0])
     leaf = leaf.slice(start, int(row_off[-1]) - start)
     row_off = row_off - start
-    rows = np.repeat(np.arange(n), lengths)
 
     def where(i: int) -> str:
         return _where(source, first_row, i, spec.name)
@@ -194,7 +194,7 @@ def to_kernel_column(
         )
     elif spec.kind == INT64:
         column = KernelColumn(
-            INT64, spec.name, valid, row_off, values=_int64_values(leaf, spec, rows, where)
+            INT64, spec.name, valid, row_off, values=_int64_values(leaf, row_off, where)
         )
     elif spec.kind == FLOAT:
         values = pc.fill_null(pc.cast(leaf, pa.float32(), safe=False), 0.0).to_numpy(

@@ -19,6 +19,10 @@ With keys in sorted order the bytes equal `SerializeToString(deterministic=True)
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import os
+
 import numpy as np
 from numba import njit
 
@@ -71,22 +75,34 @@ class KernelColumn:
         self.data = data
 
 
+# Varints are computed in int64 only: mixing uint64 and int64 makes numba compare in float64.
 @njit(cache=True, inline="always")
-def _vsize(v: np.uint64) -> int:
+def _vsize(v: int) -> int:
+    """Bytes of the varint of v; a negative int64 takes 10 (as its two's complement)."""
+    if v < 0:
+        return 10
     n = 1
-    while v >= 0x80:
-        v >>= np.uint64(7)
+    while v >= 128:
+        v >>= 7
         n += 1
     return n
 
 
 @njit(cache=True, inline="always")
-def _put_varint(buf: np.ndarray, p: int, v: np.uint64) -> int:
-    while v >= 0x80:
-        buf[p] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
-        v >>= np.uint64(7)
+def _put_varint(buf: np.ndarray, p: int, v: int) -> int:
+    if v < 0:
+        # The low 63 bits come out the same under an arithmetic shift; the 10th byte is bit 63.
+        for _ in range(9):
+            buf[p] = (v & 0x7F) | 0x80
+            v >>= 7
+            p += 1
+        buf[p] = 1
+        return p + 1
+    while v >= 128:
+        buf[p] = (v & 0x7F) | 0x80
+        v >>= 7
         p += 1
-    buf[p] = np.uint8(v)
+    buf[p] = v
     return p + 1
 
 
@@ -96,7 +112,7 @@ def _int64_payload(valid, row_off, values, out):  # noqa: ANN001, ANN202
         if valid[i]:
             s = 0
             for k in range(row_off[i], row_off[i + 1]):
-                s += _vsize(np.uint64(values[k]))
+                s += _vsize(values[k])
             out[i] = s
 
 
@@ -114,7 +130,7 @@ def _bytes_payload(valid, row_off, value_off, out):  # noqa: ANN001, ANN202
             s = 0
             for k in range(row_off[i], row_off[i + 1]):
                 n = value_off[k + 1] - value_off[k]
-                s += 1 + _vsize(np.uint64(n)) + n
+                s += 1 + _vsize(n) + n
             out[i] = s
 
 
@@ -122,11 +138,11 @@ def _bytes_payload(valid, row_off, value_off, out):  # noqa: ANN001, ANN202
 def _sizes(payload: int, n: int, packed: bool, keylen: int) -> tuple[int, int, int]:
     """(list message, feature message, map entry) lengths for one row of one feature."""
     if packed:
-        list_len = 1 + _vsize(np.uint64(payload)) + payload if n > 0 else 0
+        list_len = 1 + _vsize(payload) + payload if n > 0 else 0
     else:
         list_len = payload
-    feature_len = 1 + _vsize(np.uint64(list_len)) + list_len
-    entry_len = 1 + _vsize(np.uint64(keylen)) + keylen + 1 + _vsize(np.uint64(feature_len))
+    feature_len = 1 + _vsize(list_len) + list_len
+    entry_len = 1 + _vsize(keylen) + keylen + 1 + _vsize(feature_len)
     entry_len += feature_len
     return list_len, feature_len, entry_len
 
@@ -136,22 +152,22 @@ def _add_entry_sizes(valid, row_off, payload, packed, keylen, total):  # noqa: A
     for i in range(valid.shape[0]):
         if valid[i]:
             _, _, entry = _sizes(payload[i], row_off[i + 1] - row_off[i], packed, keylen)
-            total[i] += 1 + _vsize(np.uint64(entry)) + entry
+            total[i] += 1 + _vsize(entry) + entry
 
 
 @njit(cache=True, inline="always")
 def _put_entry_head(buf, p, key, tag, list_len, feature_len, entry_len):  # noqa: ANN001, ANN202
     buf[p] = 0x0A
-    p = _put_varint(buf, p + 1, np.uint64(entry_len))
+    p = _put_varint(buf, p + 1, entry_len)
     buf[p] = 0x0A
-    p = _put_varint(buf, p + 1, np.uint64(key.shape[0]))
+    p = _put_varint(buf, p + 1, key.shape[0])
     for j in range(key.shape[0]):
         buf[p + j] = key[j]
     p += key.shape[0]
     buf[p] = 0x12
-    p = _put_varint(buf, p + 1, np.uint64(feature_len))
+    p = _put_varint(buf, p + 1, feature_len)
     buf[p] = tag
-    return _put_varint(buf, p + 1, np.uint64(list_len))
+    return _put_varint(buf, p + 1, list_len)
 
 
 @njit(cache=True)
@@ -164,9 +180,9 @@ def _write_int64(buf, pos, valid, row_off, values, payload, key):  # noqa: ANN00
         p = _put_entry_head(buf, pos[i], key, 0x1A, list_len, feature_len, entry_len)
         if hi > lo:
             buf[p] = 0x0A
-            p = _put_varint(buf, p + 1, np.uint64(payload[i]))
+            p = _put_varint(buf, p + 1, payload[i])
             for k in range(lo, hi):
-                p = _put_varint(buf, p, np.uint64(values[k]))
+                p = _put_varint(buf, p, values[k])
         pos[i] = p
 
 
@@ -180,7 +196,7 @@ def _write_float(buf, pos, valid, row_off, value_bytes, payload, key):  # noqa: 
         p = _put_entry_head(buf, pos[i], key, 0x12, list_len, feature_len, entry_len)
         if hi > lo:
             buf[p] = 0x0A
-            p = _put_varint(buf, p + 1, np.uint64(payload[i]))
+            p = _put_varint(buf, p + 1, payload[i])
             src = 4 * lo
             for j in range(4 * (hi - lo)):
                 buf[p + j] = value_bytes[src + j]
@@ -199,7 +215,7 @@ def _write_bytes(buf, pos, valid, row_off, value_off, data, payload, key):  # no
         for k in range(lo, hi):
             a, b = value_off[k], value_off[k + 1]
             buf[p] = 0x0A
-            p = _put_varint(buf, p + 1, np.uint64(b - a))
+            p = _put_varint(buf, p + 1, b - a)
             for j in range(b - a):
                 buf[p + j] = data[a + j]
             p += b - a
@@ -252,7 +268,7 @@ def _layout(features_len, framed):  # noqa: ANN001, ANN202
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
     for i in range(n):
-        example_len = 1 + _vsize(np.uint64(features_len[i])) + features_len[i]
+        example_len = 1 + _vsize(features_len[i]) + features_len[i]
         offsets[i + 1] = offsets[i] + example_len + (16 if framed else 0)
     return offsets
 
@@ -268,7 +284,7 @@ def _write_headers(buf, offsets, features_len, framed, pos, table):  # noqa: ANN
             _put_u32(buf, p + 8, _mask(_crc(buf, p, p + 8, table)))
             p += 12
         buf[p] = 0x0A
-        pos[i] = _put_varint(buf, p + 1, np.uint64(features_len[i]))
+        pos[i] = _put_varint(buf, p + 1, features_len[i])
 
 
 @njit(cache=True)
@@ -292,6 +308,50 @@ def masked_crc32c(data: bytes | np.ndarray) -> int:
     """The masked crc32c that TFRecord framing stores."""
     crc = crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _hardware_crc32c():  # noqa: ANN202
+    """google-crc32c's C library (SSE4.2 / ARM CRC instructions) through ctypes, or None."""
+    try:
+        import google_crc32c
+
+        libs = os.path.dirname(google_crc32c.__file__) + ".libs"
+        candidates = sorted(glob.glob(os.path.join(libs, "libcrc32c*")))
+        lib = ctypes.CDLL(candidates[0]) if candidates else None
+    except (ImportError, OSError):
+        return None
+    if lib is None or not hasattr(lib, "crc32c_value"):
+        return None
+    fn = lib.crc32c_value
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_uint32
+    return fn
+
+
+_HW_CRC = _hardware_crc32c()
+_frame_crcs_hw = None
+
+
+def _data_crcs(buf: np.ndarray, offsets: np.ndarray) -> None:
+    """Fill in each frame's data crc: with the C library when present (about 4x faster here
+    than the table loop), else with the slicing-by-8 table. Not cached by numba: it holds a
+    library address that is only valid in this process."""
+    global _frame_crcs_hw
+    if _HW_CRC is None:
+        _write_data_crcs(buf, offsets, _CRC_TABLE)
+        return
+    if _frame_crcs_hw is None:
+        crc_value = _HW_CRC
+
+        @njit
+        def frame_crcs(buf, offsets):  # noqa: ANN001, ANN202
+            base = buf.ctypes.data
+            for i in range(offsets.shape[0] - 1):
+                start, end = offsets[i] + 12, offsets[i + 1] - 4
+                _put_u32(buf, end, _mask(np.int64(crc_value(base + start, end - start))))
+
+        _frame_crcs_hw = frame_crcs
+    _frame_crcs_hw(buf, offsets)
 
 
 def encode_records(
@@ -332,5 +392,5 @@ def encode_records(
                 buf, pos, col.valid, col.row_off, col.value_off, col.data, payload, col.key
             )
     if framed:
-        _write_data_crcs(buf, offsets, _CRC_TABLE)
+        _data_crcs(buf, offsets)
     return buf, offsets
