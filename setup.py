@@ -25,6 +25,7 @@ setup(
     install_requires=[
         f"apache-beam[tfrecord,gcp]=={BEAM_VERSION}",
         "google-crc32c>=1.5",
+        "isal>=1.6",
         "numba>=0.60",
         "numpy>=1.26",
         "pyarrow>=14",
@@ -33,8 +34,7 @@ setup(
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
         "tf": ["tensorflow-cpu>=2.15"],
-        "isal": ["isal>=1.6"],
-        "test": ["tensorflow-cpu>=2.15", "isal>=1.6", "pytest>=8", "hypothesis>=6", "ruff>=0.5"],
+        "test": ["tensorflow-cpu>=2.15", "pytest>=8", "hypothesis>=6", "ruff>=0.5"],
     },
     entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},
 )

@@ -41,8 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=("parquet", "csv"), help="default: from the file names")
     c.add_argument("--num-shards", type=int, help="files per split; 0 (default) = runner decides")
     c.add_argument("--compression", choices=COMPRESSIONS, help="default gzip")
-    c.add_argument("--compression-level", type=int, help="gzip/zlib level, default 6")
-    c.add_argument("--gzip-backend", choices=GZIP_BACKENDS, help="default zlib")
+    c.add_argument(
+        "--compression-level",
+        type=int,
+        help="gzip level (isal 0-3, default 2; zlib 0-9, default 6)",
+    )
+    c.add_argument("--gzip-backend", choices=GZIP_BACKENDS, help="default isal (ISA-L)")
     c.add_argument("--sink", choices=SINKS, help="default blocks")
     c.add_argument("--batch-rows", type=int, help="rows per Arrow batch, default 32768")
     c.add_argument(

@@ -14,7 +14,7 @@ import yaml
 
 from transforms.read import CsvOptions
 from transforms.schema import NULL_POLICIES, ColumnOptions
-from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS
+from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS, check_level
 
 __all__ = ["ConfigError", "JobConfig", "load_config"]
 
@@ -30,8 +30,8 @@ class JobConfig:
     format: str | None = None
     num_shards: int = 0
     compression: str = "gzip"
-    compression_level: int = 6
-    gzip_backend: str = "zlib"
+    compression_level: int | None = None  # None: the gzip backend's default
+    gzip_backend: str = "isal"
     sink: str = "blocks"
     batch_rows: int = 32768
     overwrite: bool = False
@@ -162,4 +162,8 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
         raise ConfigError("num_shards: must be 0 (the runner decides) or more")
     if values.get("batch_rows", 1) < 1:
         raise ConfigError("batch_rows: must be at least 1")
+    try:
+        check_level(values.get("gzip_backend", "isal"), values.get("compression_level"))
+    except ValueError as err:
+        raise ConfigError(f"compression_level: {err}") from err
     return JobConfig(**values)

@@ -114,8 +114,7 @@ def _int64_values(leaf: pa.Array, row_off: np.ndarray, where) -> np.ndarray:  # 
         if bad.size:
             row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
             raise ConversionError(
-                f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} "
-                "does not fit in int64"
+                f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} does not fit in int64"
             )
         leaf = pc.cast(leaf, pa.int64(), safe=False)
     elif pa.types.is_date64(t):
