@@ -8,17 +8,19 @@ the 0-based index of their first data row in that file (for error messages).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.schema import SchemaError
+from transforms.schema import ConversionError, SchemaError
 
 __all__ = [
     "CsvOptions",
@@ -158,7 +160,43 @@ def _csv_reader(path: str, opts: CsvOptions, types: Mapping[str, pa.DataType], b
             convert_options=_csv_convert_options(opts, types),
         )
     except (pa.ArrowException, OSError, EOFError) as err:
-        raise InputError(f"{path}: cannot read as CSV: {err}") from err
+        located = _locate_csv_error(path, opts, types, err) if types else None
+        raise (located or InputError(f"{path}: cannot read as CSV: {err}")) from err
+
+
+_CONVERSION_ERROR = re.compile(
+    r"CSV column #(\d+): CSV conversion error to ([^:]+): invalid value '(.*)'"
+)
+
+
+def _locate_csv_error(
+    path: str, opts: CsvOptions, types: Mapping[str, pa.DataType], err: Exception
+) -> ConversionError | None:
+    """Name the row and column of a CSV value pyarrow could not convert (it reports neither).
+
+    Re-reads the file with every column as text and finds the first row holding the reported
+    value in the reported column. Runs only after a failure, so costs nothing on good input.
+    """
+    match = _CONVERSION_ERROR.search(str(err))
+    if not match:
+        return None
+    index, type_name, value = int(match.group(1)), match.group(2), match.group(3)
+    names = list(types)
+    if index >= len(names):
+        return None
+    column = names[index]
+    as_text = {name: pa.string() for name in names}
+    row = 0
+    for batch in _csv_reader(path, opts, as_text, opts.block_bytes):
+        hits = pc.equal(batch.column(index), value)
+        found = pc.index(hits, True).as_py()
+        if found >= 0:
+            return ConversionError(
+                f"{path}: row {row + found}: column {column!r}: "
+                f"cannot convert {value!r} to {type_name} (set csv.column_types.{column})"
+            )
+        row += batch.num_rows
+    return None
 
 
 def _csv_schema(path: str, opts: CsvOptions) -> pa.Schema:
@@ -229,12 +267,12 @@ def read_work_item(
 ) -> Iterator[TableBatch]:
     """The rows of one work item, as batches of at most `batch_rows` rows in the input schema."""
     first = item.first_row
+    types = {f.name: f.type for f in schema}
     if fmt == "parquet":
         batches = _parquet_file(item.path).iter_batches(
             batch_size=batch_rows, row_groups=[item.row_group], use_threads=False
         )
     else:
-        types = {f.name: f.type for f in schema}
         batches = _csv_reader(item.path, csv, types, csv.block_bytes)
     try:
         for batch in batches:
@@ -244,7 +282,8 @@ def read_work_item(
                 yield TableBatch(table=table, source=item.path, first_row=first)
                 first += part.num_rows
     except (pa.ArrowException, OSError, EOFError) as err:
-        raise InputError(f"{item.path}: after data row {first}: {err}") from err
+        located = _locate_csv_error(item.path, csv, types, err) if fmt == "csv" else None
+        raise (located or InputError(f"{item.path}: after data row {first}: {err}")) from err
 
 
 class ReadTable(beam.PTransform):
