@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 PRESENT_SUFFIX = "__present"
+VALUES = "values"
 FLOAT64_BYTES = "float64_bytes"
 
 _KIND_DTYPES = {INT64: tf.int64, FLOAT: tf.float32, BYTES: tf.string}
@@ -107,6 +108,11 @@ def read_features(output_dir: str) -> list[StoredFeature]:
 
 def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
     spec = f.spec
+    if spec.encoding not in (VALUES, FLOAT64_BYTES) or spec.kind not in _KIND_DTYPES:
+        raise ValueError(
+            f"feature {spec.name!r}: kind {spec.kind!r} / encoding {spec.encoding!r} is not one "
+            "this reader knows (a manifest from a newer writer?)"
+        )
     if spec.encoding == FLOAT64_BYTES:  # one bytes value per present row, whatever the shape
         if f.nullable:
             return tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)
