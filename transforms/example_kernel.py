@@ -26,7 +26,14 @@ import os
 import numpy as np
 from numba import njit
 
-__all__ = ["FRAME_OVERHEAD", "KernelColumn", "crc32c", "encode_records", "masked_crc32c"]
+__all__ = [
+    "FRAME_OVERHEAD",
+    "KernelColumn",
+    "compile_kernels",
+    "crc32c",
+    "encode_records",
+    "masked_crc32c",
+]
 
 FRAME_OVERHEAD = 16  # 8 length + 4 crc(length) + 4 crc(data)
 
@@ -76,7 +83,7 @@ class KernelColumn:
 
 
 # Varints are computed in int64 only: mixing uint64 and int64 makes numba compare in float64.
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _vsize(v: int) -> int:
     """Bytes of the varint of v; a negative int64 takes 10 (as its two's complement)."""
     if v < 0:
@@ -88,7 +95,7 @@ def _vsize(v: int) -> int:
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put_varint(buf: np.ndarray, p: int, v: int) -> int:
     if v < 0:
         # The low 63 bits come out the same under an arithmetic shift; the 10th byte is bit 63.
@@ -134,7 +141,7 @@ def _bytes_payload(valid, row_off, value_off, out):  # noqa: ANN001, ANN202
             out[i] = s
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _sizes(payload: int, n: int, packed: bool, keylen: int) -> tuple[int, int, int]:
     """(list message, feature message, map entry) lengths for one row of one feature."""
     if packed:
@@ -155,7 +162,7 @@ def _add_entry_sizes(valid, row_off, payload, packed, keylen, total):  # noqa: A
             total[i] += 1 + _vsize(entry) + entry
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put_entry_head(buf, p, key, tag, list_len, feature_len, entry_len):  # noqa: ANN001, ANN202
     buf[p] = 0x0A
     p = _put_varint(buf, p + 1, entry_len)
@@ -222,7 +229,7 @@ def _write_bytes(buf, pos, valid, row_off, value_off, data, payload, key):  # no
         pos[i] = p
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _crc(buf, start, end, table):  # noqa: ANN001, ANN202
     crc = np.int64(0xFFFFFFFF)
     i = start
@@ -250,12 +257,12 @@ def _crc(buf, start, end, table):  # noqa: ANN001, ANN202
     return crc ^ 0xFFFFFFFF
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mask(crc):  # noqa: ANN001, ANN202
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put_u32(buf, p, v):  # noqa: ANN001, ANN202
     for j in range(4):
         buf[p + j] = np.uint8((v >> (8 * j)) & 0xFF)
@@ -394,3 +401,16 @@ def encode_records(
     if framed:
         _data_crcs(buf, offsets)
     return buf, offsets
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) every kernel, e.g. while building a container."""
+    n = 2
+    valid, row_off = np.ones(n, np.bool_), np.arange(n + 1, dtype=np.int64)
+    columns = [
+        KernelColumn("bytes", "b", valid, row_off, value_off=row_off, data=np.zeros(n, np.uint8)),
+        KernelColumn("float", "f", valid, row_off, values=np.zeros(n, np.float32)),
+        KernelColumn("int64", "i", valid, row_off, values=np.zeros(n, np.int64)),
+    ]
+    for framed in (False, True):
+        encode_records(columns, n, framed)
