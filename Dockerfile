@@ -8,10 +8,11 @@ COPY pipeline ./pipeline
 COPY transforms ./transforms
 
 # Pinned worker dependencies, then the package itself; fail the build on any conflict.
-# compile_kernels() leaves numba's compiled encoder in the image, so workers start warm.
+# compile_kernels() (run outside the source tree, so the installed copy is compiled) leaves
+# numba's compiled encoder in the image, so workers start warm.
 RUN pip install --no-cache-dir -r requirements-worker.txt \
     && pip install --no-cache-dir --no-deps . \
     && pip check \
-    && python -c "from transforms.example_kernel import compile_kernels; compile_kernels()"
+    && cd / && python -c "from transforms.example_kernel import compile_kernels; compile_kernels()"
 
 ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -94,9 +94,9 @@ def _column_options(source: str, raw: Any) -> dict[str, ColumnOptions]:
         raise ConfigError(f"{source}: key 'columns': expected a mapping of column -> options")
     out = {}
     for name, opts in raw.items():
-        where = f"{source}: key 'columns.{name}'"
+        where = f"{source}: key 'columns.{name}"  # the closing quote follows the sub-key
         if not isinstance(opts, Mapping):
-            raise ConfigError(f"{where}: expected a mapping")
+            raise ConfigError(f"{where}': expected a mapping")
         unknown = sorted(set(opts) - _COLUMN_KEYS)
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}' is unknown (known: {sorted(_COLUMN_KEYS)})")

@@ -6,12 +6,14 @@ Errors name the source file, the row (0-based data row in that file) and the col
 
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.example_kernel import KernelColumn
-from transforms.schema import BYTES, FLOAT, INT64, ConversionError, FeatureSpec
+from transforms.schema import BYTES, FLOAT, INT64, ConversionError, FeatureSpec, default_scalar
 
 __all__ = ["infer_shape", "leaf_array", "to_kernel_column"]
 
@@ -127,10 +129,21 @@ def _int64_values(leaf: pa.Array, row_off: np.ndarray, where) -> np.ndarray:  # 
     return pc.fill_null(leaf, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
+def _decimal_strings(leaf: pa.Array) -> pa.Array:
+    """Decimals as exact plain strings: "0.00000010", never Arrow's scientific "1.0E-7"."""
+    text = pc.cast(leaf, pa.string())
+    scientific = pc.fill_null(pc.match_substring(text, "E"), False)
+    if not pc.any(scientific).as_py():
+        return text
+    rows = np.flatnonzero(scientific.to_numpy(zero_copy_only=False))
+    plain = [format(decimal.Decimal(text[int(i)].as_py()), "f") for i in rows]
+    return pc.replace_with_mask(text, scientific, pa.array(plain, pa.string()))
+
+
 def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     t = leaf.type
     if pa.types.is_decimal(t):
-        leaf = pc.cast(leaf, pa.string())
+        leaf = _decimal_strings(leaf)
     if pa.types.is_fixed_size_binary(t):
         leaf = pc.cast(leaf, pa.binary())
     if not pa.types.is_large_binary(leaf.type):
@@ -152,7 +165,7 @@ def to_kernel_column(
     arr = leaf_array(table, spec.path)
     n = len(arr)
     if spec.null_policy == "default" and arr.null_count:
-        arr = pc.fill_null(arr, pa.scalar(spec.default, arr.type))
+        arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else np.ones(n, bool)
     nulls = n - int(np.count_nonzero(valid))
     if nulls and spec.null_policy == "fail":

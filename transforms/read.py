@@ -181,7 +181,8 @@ def _locate_csv_error(
     if not match:
         return None
     index, type_name, value = int(match.group(1)), match.group(2), match.group(3)
-    names = list(types)
+    # The file's columns (the index counts them), not the configured types: those may be a few.
+    names = _csv_reader(path, opts, {}, 1 << 16).schema.names
     if index >= len(names):
         return None
     column = names[index]

@@ -8,6 +8,7 @@ and `pipeline.reader` rebuilds the parse spec from them.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "ConversionError",
     "FeatureSpec",
     "SchemaError",
+    "default_scalar",
     "nested_list_columns",
     "plan_features",
 ]
@@ -140,6 +142,20 @@ def _list_levels(t: pa.DataType) -> tuple[list[int | None], pa.DataType]:
     return levels, t
 
 
+def default_scalar(default: Any, t: pa.DataType) -> pa.Scalar:
+    """The null_policy 'default' value as a scalar of the column's (dictionary-decoded) type.
+
+    Raises (pa.ArrowException, TypeError, ValueError) when the value is not one of that type.
+    """
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_decimal(t) and isinstance(default, str | int | float):
+        default = decimal.Decimal(str(default))  # YAML has no decimals: "1.50" or 1.5
+    if pa.types.is_integer(t) and isinstance(default, float) and not default.is_integer():
+        raise ValueError("not an integer")  # pa.scalar would truncate it
+    return pa.scalar(default, t)
+
+
 def _unsupported(name: str, t: pa.DataType) -> SchemaError:
     return SchemaError(
         f"column {name!r}: type {t} has no tf.train.Example mapping "
@@ -196,13 +212,25 @@ def _leaf_spec(
                 f"column {name!r}: nested list type {t} needs a shape "
                 "(columns: {name: {shape: [...]}} in the config)"
             )
-        shape = inferred_shapes[name]
+        shape = tuple(inferred_shapes[name])
+        if len(shape) != len(levels):  # the sampled value was an empty list: inner dims unknown
+            raise SchemaError(
+                f"column {name!r}: cannot infer the shape of nested list type {t} from a value "
+                f"of shape {list(shape)}; set columns.{name}.shape in the config"
+            )
     if opts.null_policy not in NULL_POLICIES:
         raise SchemaError(
             f"column {name!r}: null_policy {opts.null_policy!r} is not one of {list(NULL_POLICIES)}"
         )
     if opts.null_policy == "default" and opts.default is None:
         raise SchemaError(f"column {name!r}: null_policy 'default' needs a 'default' value")
+    if opts.null_policy == "default":
+        try:
+            default_scalar(opts.default, t)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+            raise SchemaError(
+                f"column {name!r}: default {opts.default!r} is not a value of type {t}: {err}"
+            ) from err
     return FeatureSpec(
         name=name,
         path=path,
