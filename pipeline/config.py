@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from transforms.preprocess.plan import parse_steps
+from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read import CsvOptions
 from transforms.schema import NULL_POLICIES, ColumnOptions
 from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS, check_level
@@ -37,6 +39,8 @@ class JobConfig:
     overwrite: bool = False
     csv: CsvOptions = dataclasses.field(default_factory=CsvOptions)
     columns: Mapping[str, ColumnOptions] = dataclasses.field(default_factory=dict)
+    transforms: tuple[StepConfig, ...] = ()  # checked against the schema by plan_job
+    transform_artifacts: str | None = None  # a previous output's fitted analyzers, to reuse
 
 
 _SCALARS: dict[str, tuple[type, ...]] = {
@@ -49,6 +53,7 @@ _SCALARS: dict[str, tuple[type, ...]] = {
     "sink": (str,),
     "batch_rows": (int,),
     "overwrite": (bool,),
+    "transform_artifacts": (str,),
 }
 _CHOICES = {
     "format": ("parquet", "csv"),
@@ -126,6 +131,11 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
             out["csv"] = _csv_options(source, value)
         elif key == "columns":
             out["columns"] = _column_options(source, value)
+        elif key == "transforms":
+            try:
+                out["transforms"] = parse_steps(value, source)
+            except StepError as err:
+                raise ConfigError(str(err)) from err
         elif key in _SCALARS:
             _check_type(f"{source}: key {key!r}", value, _SCALARS[key])
             if key in _CHOICES and value not in _CHOICES[key]:
@@ -134,7 +144,7 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 )
             out[key] = value
         else:
-            known = sorted([*_SCALARS, "input", "csv", "columns"])
+            known = sorted([*_SCALARS, "input", "csv", "columns", "transforms"])
             raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
     return out
 

@@ -46,8 +46,13 @@ def build_manifest(
     sources: Sequence[str],
     source_format: str,
     versions: dict[str, str],
+    transform: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest as a JSON-able dict (pure function: all facts come in as arguments)."""
+    """The manifest as a JSON-able dict (pure function: all facts come in as arguments).
+
+    `transform`: the preprocessing section (steps as configured, analyzer artifact files
+    relative to the output directory), present only when the config has `transforms:`.
+    """
     features = []
     for spec in specs:
         entry = spec.to_json()
@@ -58,7 +63,7 @@ def build_manifest(
     def relative(path: str) -> str:
         return path[len(prefix) :] if path.startswith(prefix) else posixpath.basename(path)
 
-    return {
+    manifest = {
         "manifest_version": MANIFEST_VERSION,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "versions": dict(versions),
@@ -73,6 +78,9 @@ def build_manifest(
         "sources": list(sources),
         "features": features,
     }
+    if transform is not None:
+        manifest["transform"] = transform
+    return manifest
 
 
 def write_manifest(output_dir: str, manifest: dict[str, Any]) -> str:

@@ -32,8 +32,12 @@ def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Ar
     return arr
 
 
-def _where(source: str, first_row: int, index: int, name: str) -> str:
-    return f"{source}: row {first_row + int(index)}: column {name!r}"
+def _where(
+    source: str, first_row: int, index: int, name: str, rows: np.ndarray | None = None
+) -> str:
+    """Where a value is: `rows` (when rows were dropped) maps batch index -> source row."""
+    row = first_row + int(index) if rows is None else int(rows[int(index)])
+    return f"{source}: row {row}: column {name!r}"
 
 
 def _list_step(arr: pa.Array, off: np.ndarray) -> tuple[pa.Array, np.ndarray]:
@@ -67,7 +71,12 @@ def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
 
 
 def _flatten_lists(
-    arr: pa.Array, valid: np.ndarray, spec: FeatureSpec, source: str, first_row: int
+    arr: pa.Array,
+    valid: np.ndarray,
+    spec: FeatureSpec,
+    source: str,
+    first_row: int,
+    rows: np.ndarray | None = None,
 ) -> tuple[pa.Array, np.ndarray]:
     """Per-row offsets into the innermost values, checking every level against the shape."""
     n = len(arr)
@@ -83,7 +92,7 @@ def _flatten_lists(
             element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
             bad = np.flatnonzero(~element_valid & valid[row_of_element])
             if bad.size:
-                where = _where(source, first_row, row_of_element[bad[0]], spec.name)
+                where = _where(source, first_row, row_of_element[bad[0]], spec.name, rows)
                 raise ConversionError(f"{where}: a nested list holds a null")
         child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
         lengths = np.diff(child_off)
@@ -92,7 +101,7 @@ def _flatten_lists(
             bad = np.flatnonzero((lengths != dim) & valid[row_of_element])
             if bad.size:
                 i = bad[0]
-                where = _where(source, first_row, row_of_element[i], spec.name)
+                where = _where(source, first_row, row_of_element[i], spec.name, rows)
                 raise ConversionError(
                     f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
                     f"needs {dim} at dim {level} (set columns.{spec.name}.shape to fix the shape)"
@@ -159,9 +168,16 @@ def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def to_kernel_column(
-    table: pa.Table | pa.RecordBatch, spec: FeatureSpec, source: str, first_row: int
+    table: pa.Table | pa.RecordBatch,
+    spec: FeatureSpec,
+    source: str,
+    first_row: int,
+    rows: np.ndarray | None = None,
 ) -> tuple[KernelColumn, int]:
-    """The feature's column in kernel form, and how many rows have no value (null)."""
+    """The feature's column in kernel form, and how many rows have no value (null).
+
+    Errors name the source row: `first_row` + index, or `rows[index]` when rows is given.
+    """
     arr = leaf_array(table, spec.path)
     n = len(arr)
     if spec.null_policy == "default" and arr.null_count:
@@ -171,19 +187,20 @@ def to_kernel_column(
     if nulls and spec.null_policy == "fail":
         first = int(np.flatnonzero(~valid)[0])
         raise ConversionError(
-            f"{_where(source, first_row, first, spec.name)}: null value (null_policy is 'fail')"
+            f"{_where(source, first_row, first, spec.name, rows)}: null value "
+            "(null_policy is 'fail')"
         )
     if spec.shape == ():
         leaf, row_off = arr, np.arange(n + 1, dtype=np.int64)
     else:
-        leaf, row_off = _flatten_lists(arr, valid, spec, source, first_row)
+        leaf, row_off = _flatten_lists(arr, valid, spec, source, first_row, rows)
     lengths = np.diff(row_off)
     if spec.shape != () and leaf.null_count:
         element_rows = np.repeat(np.arange(n), lengths)
         leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
         bad = np.flatnonzero(~leaf_valid & valid[element_rows])
         if bad.size:
-            where = _where(source, first_row, element_rows[bad[0]], spec.name)
+            where = _where(source, first_row, element_rows[bad[0]], spec.name, rows)
             raise ConversionError(f"{where}: a list holds a null element")
     # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees the rest.
     start = int(row_off[0])
@@ -191,7 +208,7 @@ def to_kernel_column(
     row_off = row_off - start
 
     def where(i: int) -> str:
-        return _where(source, first_row, i, spec.name)
+        return _where(source, first_row, i, spec.name, rows)
 
     if spec.encoding == "float64_bytes":
         values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)

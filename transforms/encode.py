@@ -55,16 +55,22 @@ class BatchStats:
 
 
 def encode_table(
-    table: pa.Table, specs: Sequence[FeatureSpec], source: str, first_row: int, framed: bool = False
+    table: pa.Table,
+    specs: Sequence[FeatureSpec],
+    source: str,
+    first_row: int,
+    framed: bool = False,
+    rows: np.ndarray | None = None,
 ) -> tuple[EncodedBatch, BatchStats]:
     """Serialize every row of `table` as a tf.train.Example with the features `specs` describe.
 
-    Raises ConversionError naming source, row and column for a value that cannot be written.
+    Raises ConversionError naming source, row and column for a value that cannot be written;
+    the row is `first_row` + index, or `rows[index]` (the source rows, when rows were dropped).
     """
     columns = []
     nulls = {}
     for spec in specs:
-        column, null_count = to_kernel_column(table, spec, source, first_row)
+        column, null_count = to_kernel_column(table, spec, source, first_row, rows)
         columns.append(column)
         nulls[spec.name] = null_count
     buffer, offsets = encode_records(columns, table.num_rows, framed=framed)
@@ -96,7 +102,7 @@ class _EncodeDoFn(beam.DoFn):
 
     def process(self, batch: TableBatch) -> Iterator:
         encoded, stats = encode_table(
-            batch.table, self._specs, batch.source, batch.first_row, self._framed
+            batch.table, self._specs, batch.source, batch.first_row, self._framed, batch.rows
         )
         yield encoded
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)

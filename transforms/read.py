@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import IO
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -66,11 +67,16 @@ class CsvOptions:
 
 @dataclasses.dataclass(frozen=True)
 class TableBatch:
-    """The element that flows between steps: rows of one source file, as Arrow."""
+    """The element that flows between steps: rows of one source file, as Arrow.
+
+    `rows`: the source row of each row, once a step has dropped rows; None while the rows are
+    contiguous from `first_row`.
+    """
 
     table: pa.Table
     source: str
     first_row: int
+    rows: np.ndarray | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,148 @@
+"""The preprocessing PTransforms: thin wiring over plan.py, analyzers.py and artifacts.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from transforms.preprocess.analyzers import AnalyzeFn
+from transforms.preprocess.artifacts import read_artifacts, write_artifacts
+from transforms.preprocess.plan import (
+    PreprocessPlan,
+    analysis_inputs,
+    apply_steps,
+    prepare_fitted,
+)
+from transforms.read import TableBatch
+
+__all__ = ["Analyze", "FitPreprocess", "Preprocess", "WriteArtifacts"]
+
+Fitted = dict[int, dict[str, Any]]
+
+
+class _WithFitted(beam.DoFn):
+    """Holds the plan; prepares the fitted side input once per value it receives."""
+
+    def __init__(self, plan: PreprocessPlan) -> None:
+        self._plan = plan
+
+    def setup(self) -> None:
+        self._fitted: Mapping | None = None
+        self._prepared: dict[int, Any] = {}
+
+    def prepared(self, fitted: Mapping) -> dict[int, Any]:
+        if fitted is not self._fitted:
+            self._fitted, self._prepared = fitted, prepare_fitted(self._plan, fitted)
+        return self._prepared
+
+
+class _ApplyDoFn(_WithFitted):
+    def process(self, batch: TableBatch, fitted: Mapping) -> Iterator[TableBatch]:
+        out = apply_steps(self._plan, batch, self.prepared(fitted))
+        if out is not None:
+            yield out
+
+
+class _InputsDoFn(_WithFitted):
+    def __init__(self, plan: PreprocessPlan, level: int) -> None:
+        super().__init__(plan)
+        self._level = level
+
+    def process(self, batch: TableBatch, fitted: Mapping) -> Iterator[dict[int, Any]]:
+        yield analysis_inputs(self._plan, self._level, batch, self.prepared(fitted))
+
+
+@beam.typehints.with_input_types(TableBatch)
+@beam.typehints.with_output_types(TableBatch)
+class Preprocess(beam.PTransform):
+    """TableBatch -> TableBatch: every step, with the fitted analyzers as a side input."""
+
+    def __init__(self, plan: PreprocessPlan, fitted: beam.pvalue.AsSingleton) -> None:
+        super().__init__()
+        self._plan = plan
+        self._fitted = fitted
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        return batches | "Apply" >> beam.ParDo(_ApplyDoFn(self._plan), self._fitted)
+
+
+@beam.typehints.with_input_types(TableBatch)
+@beam.typehints.with_output_types(dict[int, dict[str, Any]])
+class Analyze(beam.PTransform):
+    """TableBatch from the source -> one {step index: result} for the analyzers of pass `level`.
+
+    Each batch goes through the steps that pass depends on (fitted in earlier passes, the side
+    input `fitted`); each analyzer takes its column where it stands in the list. When splits
+    exist, the input is to be the train split only.
+    """
+
+    def __init__(self, plan: PreprocessPlan, level: int, fitted: beam.pvalue.AsSingleton) -> None:
+        super().__init__()
+        self._plan = plan
+        self._level = level
+        self._fitted = fitted
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        plan, level = self._plan, self._level
+        return (
+            batches
+            | "Inputs" >> beam.ParDo(_InputsDoFn(plan, level), self._fitted)  # {step: pa.Array}
+            | "Fit" >> beam.CombineGlobally(AnalyzeFn(plan.analyzers(level)))  # {step: result}
+        )
+
+
+def _merged(new: Fitted, old: Fitted) -> Fitted:
+    return {**old, **new}
+
+
+@beam.typehints.with_output_types(dict[int, dict[str, Any]])
+class FitPreprocess(beam.PTransform):
+    """PBegin -> one {step index: result} for every analyzer of the plan.
+
+    `read()` makes a fresh source transform: each analysis pass reads the input again (memory
+    does not grow with the input). With `artifacts` (a directory checked at construction), the
+    results are read from a previous run's files instead, and nothing is read twice.
+    """
+
+    def __init__(
+        self,
+        plan: PreprocessPlan,
+        read: Callable[[], beam.PTransform],
+        artifacts: str | None = None,
+    ) -> None:
+        super().__init__()
+        self._plan = plan
+        self._read = read
+        self._artifacts = artifacts
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        plan = self._plan
+        if self._artifacts is not None:
+            return (
+                pbegin
+                | "ArtifactsDir" >> beam.Create([self._artifacts])
+                | "ReadArtifacts" >> beam.Map(read_artifacts, plan)
+            )
+        fitted = pbegin | "Nothing" >> beam.Create([{}])
+        for level in range(1, plan.num_passes + 1):
+            batches = pbegin | f"ReadTable[pass{level}]" >> self._read()
+            side = beam.pvalue.AsSingleton(fitted)
+            new = batches | f"Analyze[pass{level}]" >> Analyze(plan, level, side)
+            fitted = new | f"Merge[pass{level}]" >> beam.Map(_merged, side)
+        return fitted
+
+
+@beam.typehints.with_input_types(dict[int, dict[str, Any]])
+@beam.typehints.with_output_types(str)
+class WriteArtifacts(beam.PTransform):
+    """The one fitted dict -> the paths of the statistics and vocabulary files written."""
+
+    def __init__(self, plan: PreprocessPlan, directory: str) -> None:
+        super().__init__()
+        self._plan = plan
+        self._directory = directory
+
+    def expand(self, fitted: beam.PCollection) -> beam.PCollection:
+        return fitted | "Write" >> beam.FlatMap(write_artifacts, self._plan, self._directory)
