@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
+import os
+import shutil
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -12,14 +15,17 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
 from pipeline.config import JobConfig
+from pipeline.drift import check_drift, load_expected
 from pipeline.manifest import build_manifest, manifest_path, read_manifest, write_manifest
 from transforms.columns import infer_shape, leaf_array
-from transforms.encode import BatchStats, EncodeExamples, MergeStats
+from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
+from transforms.encode import BatchStats, EncodeExamples, MergeStats, split_tag
 from transforms.preprocess.artifacts import check_artifacts, manifest_section, transform_dir
 from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.preprocess.plan import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
 from transforms.read import (
+    InputError,
     ReadTable,
     WorkItem,
     detect_format,
@@ -32,8 +38,6 @@ from transforms.schema import FeatureSpec, SchemaError, nested_list_columns, pla
 from transforms.write import WriteShards
 
 __all__ = ["JobPlan", "OutputExistsError", "build_pipeline", "plan_job"]
-
-SPLIT = "train"  # the one split until splits exist
 
 
 class OutputExistsError(FileExistsError):
@@ -55,6 +59,7 @@ class JobPlan:
     work: tuple[WorkItem, ...]
     preprocess: PreprocessPlan | None = None  # None: no `transforms:` in the config
     artifacts: str | None = None  # fitted analyzers to reuse (a previous output's transform/)
+    new_columns: tuple[str, ...] = ()  # features the expected schema (expect_schema) lacks
 
 
 def _inferred_shapes(
@@ -116,6 +121,55 @@ def _clear_previous_output(output: str, overwrite: bool) -> None:
         FileSystems.delete(existing)
 
 
+def _clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
+    """Remove what an earlier run that did not finish may have left: shards of the configured
+    splits (of any shard count), the sinks' temp directories, bad-row files. Runs once no
+    manifest is there (a complete output is refused or cleared first)."""
+    patterns = [FileSystems.join(output, f"{name}-?????-of-?????*") for name, _ in splits]
+    patterns += [
+        FileSystems.join(output, "beam-temp-*", "*"),
+        FileSystems.join(output, ERRORS_DIR, "*"),
+        FileSystems.join(output, ERRORS_DIR, "beam-temp-*", "*"),
+    ]
+    old = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
+    if old:
+        FileSystems.delete(old)
+    if "://" not in output:  # a local filesystem also keeps the (now empty) temp directories
+        for temp in glob.glob(
+            os.path.join(glob.escape(output), "**", "beam-temp-*"), recursive=True
+        ):
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _remove_empty_dir(path: str) -> None:
+    if (
+        FileSystems.exists(path)
+        and not FileSystems.match([FileSystems.join(path, "*")])[0].metadata_list
+    ):
+        FileSystems.delete([path])
+
+
+def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
+    key = config.split_key
+    if key is None:
+        return
+    if key not in schema.names:
+        raise SchemaError(
+            f"split_key: column {key!r} is not in the output (columns: {schema.names})"
+        )
+    t = schema.field(key).type
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    keyable = (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+    if not keyable:
+        raise SchemaError(f"split_key: column {key!r} is {t}; a key is text, binary or integers")
+
+
 def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
     """Match inputs, agree on one schema and map it to features; raises on anything known bad.
 
@@ -125,6 +179,8 @@ def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
     fmt = detect_format(paths, config.format)
     schema = input_schema(paths, fmt, config.csv)
     work = plan_work(paths, fmt)
+    if not work:  # Parquet files without a row group
+        raise InputError(f"{', '.join(paths)}: no data row in the input (nothing to convert)")
     preprocess = plan_preprocess(config.transforms, schema) if config.transforms else None
     artifacts = None
     if config.transform_artifacts:
@@ -134,16 +190,52 @@ def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
     features = schema if preprocess is None else preprocess.output_schema
     shapes = _inferred_shapes(features, config, work, fmt, schema)
     specs = plan_features(features, config.columns, shapes)
+    _check_split_key(config, features)
+    new_columns: list[str] = []
+    if config.expect_schema:  # before anything is deleted or written
+        expected = load_expected(config.expect_schema)
+        new_columns = check_drift(expected, specs, config.expect_schema)
     if clear_output:
         _clear_previous_output(config.output, config.overwrite)
+        _clear_leftovers(config.output, config.splits)
     return JobPlan(
-        config, tuple(paths), fmt, schema, tuple(specs), tuple(work), preprocess, artifacts
+        config,
+        tuple(paths),
+        fmt,
+        schema,
+        tuple(specs),
+        tuple(work),
+        preprocess,
+        artifacts,
+        tuple(new_columns),
     )
 
 
 def _finish(
-    _: None, plan: JobPlan, files: list[str], stats: BatchStats, transform_files: Sequence[str] = ()
+    _: None,
+    plan: JobPlan,
+    shards: list[tuple[str, str]],
+    stats: BatchStats,
+    bad: tuple[int, str],
+    error_files: list[str],
+    transform_files: Sequence[str] = (),
 ) -> str:
+    """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
+
+    Runs after every shard and every error file is in place (they are its side inputs)."""
+    config = plan.config
+    bad_count, first = bad
+    if stats.rows == 0 and bad_count == 0:
+        dropped = " (or the transforms' filters dropped every row)" if plan.preprocess else ""
+        raise InputError(
+            f"{', '.join(plan.paths)}: no data row in the input{dropped}; nothing to convert"
+        )
+    errors_dir = FileSystems.join(config.output, ERRORS_DIR)
+    check_bad_rows(
+        bad_count, stats.rows, config.max_bad_rows, config.max_bad_fraction, first, errors_dir
+    )
+    if not error_files:
+        _remove_empty_dir(errors_dir)  # the error sink's temp dir, on filesystems that have dirs
     transform = None
     if plan.preprocess is not None:
         transform = manifest_section(
@@ -155,8 +247,8 @@ def _finish(
     manifest = build_manifest(
         specs=plan.specs,
         null_counts=stats.nulls,
-        rows={SPLIT: stats.rows},
-        files={SPLIT: files},
+        rows={name: stats.split_rows.get(name, 0) for name, _ in config.splits},
+        files={name: [f for s, f in shards if s == name] for name, _ in config.splits},
         output_dir=plan.config.output,
         compression=plan.config.compression,
         sources=plan.paths,
@@ -164,6 +256,12 @@ def _finish(
         versions={"tfrecord_etl": __version__, "apache_beam": beam.__version__},
         transform=transform,
     )
+    manifest["split"] = {
+        "weights": dict(config.splits),
+        "key": config.split_key,
+        "salt": config.split_salt,
+    }
+    manifest["bad_rows"] = {"count": bad_count, "files": sorted(error_files)}
     return write_manifest(plan.config.output, manifest)
 
 
@@ -174,31 +272,49 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
     def read() -> ReadTable:
         return ReadTable(plan.work, plan.fmt, plan.schema, config.csv, config.batch_rows)
 
-    batches = p | "ReadTable" >> read()  # TableBatch per <= batch_rows rows of one file
+    source = p | "ReadTable" >> read()
+    batches = source.batches  # TableBatch per <= batch_rows rows of one file
+    bad = [source.bad]  # dead-letter dicts: the rows a step could not take
     transform_files = []  # side inputs of WriteManifest: the artifact files, if any
     if plan.preprocess is not None:
         fitted = p | "FitPreprocess" >> FitPreprocess(
             plan.preprocess, read, plan.artifacts
         )  # one {step: result}: each analysis pass reads the input again
-        batches = batches | "Preprocess" >> Preprocess(
+        preprocessed = batches | "Preprocess" >> Preprocess(
             plan.preprocess, beam.pvalue.AsSingleton(fitted)
-        )  # TableBatch, transformed (rows: source row numbers once a filter dropped some)
+        )
+        batches = preprocessed.batches  # TableBatch (rows: source row numbers once some dropped)
+        bad.append(preprocessed.bad)
         written = fitted | "WriteTransformArtifacts" >> WriteArtifacts(
             plan.preprocess, transform_dir(config.output)
         )  # str: path of a statistics or vocabulary file
         transform_files.append(beam.pvalue.AsList(written))
     encoded = batches | "EncodeExamples" >> EncodeExamples(
-        plan.specs, framed=config.sink == "blocks"
-    )  # records: EncodedBatch; stats: BatchStats
-    files = encoded.records | f"WriteShards[{SPLIT}]" >> WriteShards(
-        FileSystems.join(config.output, SPLIT),
-        compression=config.compression,
-        num_shards=config.num_shards,
-        sink=config.sink,
-        level=config.compression_level,
-        backend=config.gzip_backend,
-    )  # str: final shard path
+        plan.specs,
+        framed=config.sink == "blocks",
+        splits=config.splits,
+        key=config.split_key,
+        salt=config.split_salt,
+    )  # records (or one output per split): EncodedBatch; stats: BatchStats
+    shards = []  # (split, final shard path) per split
+    for name, _ in config.splits:
+        records = encoded.records if len(config.splits) == 1 else encoded[split_tag(name)]
+        written = records | f"WriteShards[{name}]" >> WriteShards(
+            FileSystems.join(config.output, name),
+            compression=config.compression,
+            num_shards=config.num_shards,
+            sink=config.sink,
+            level=config.compression_level,
+            backend=config.gzip_backend,
+        )  # str: final shard path
+        shards.append(written | f"Tag[{name}]" >> beam.Map(lambda path, n=name: (n, path)))
+    shards = tuple(shards) | "Shards" >> beam.Flatten()  # (split, final shard path)
     stats = encoded.stats | "CountRows" >> beam.CombineGlobally(MergeStats())
+    bad_rows = tuple([*bad, encoded.bad]) | "BadRows" >> beam.Flatten()  # dead-letter dicts
+    error_files = bad_rows | "WriteErrors" >> WriteErrors(
+        FileSystems.join(config.output, ERRORS_DIR)
+    )  # str: path of a JSON lines file
+    bad_count = bad_rows | "CountBadRows" >> beam.CombineGlobally(CountBadRows())
     _ = (
         p
         | "Once" >> beam.Create([None])
@@ -206,8 +322,10 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
         >> beam.Map(
             _finish,
             plan,
-            beam.pvalue.AsList(files),
+            beam.pvalue.AsList(shards),
             beam.pvalue.AsSingleton(stats),
+            beam.pvalue.AsSingleton(bad_count),
+            beam.pvalue.AsList(error_files),
             *transform_files,
         )
     )

@@ -4,18 +4,36 @@ Beam pipeline options and go to PipelineOptions unchanged."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    StandardOptions,
+)
+from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from pipeline.build import build_pipeline, plan_job
 from pipeline.config import load_config
+from pipeline.dataflow import (
+    describe_dry_run,
+    fill_dataflow_options,
+    is_dataflow,
+    is_dry_run,
+    runner_name,
+    write_job_file,
+)
+from pipeline.inspect_output import inspect_path
 from pipeline.manifest import read_manifest
+from pipeline.schedule import apply_date, parse_date, run_summary, summary_line
 from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS
 
 __all__ = ["DEFAULT_RUNNER", "main"]
@@ -38,21 +56,66 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--input", nargs="+", help="paths or globs (local, gs://, any Beam filesystem)")
     c.add_argument("--output", help="output directory")
     c.add_argument("--config", help="YAML file; each flag below is also a key there (flags win)")
+    c.add_argument("--date", help="run date YYYY-MM-DD: fills {date} in --input and --output")
     c.add_argument("--format", choices=("parquet", "csv"), help="default: from the file names")
-    c.add_argument("--num-shards", type=int, help="files per split; 0 (default) = runner decides")
+    c.add_argument(
+        "--num-shards", "--num_shards", type=int, help="files per split; 0 = runner decides"
+    )
     c.add_argument("--compression", choices=COMPRESSIONS, help="default gzip")
     c.add_argument(
         "--compression-level",
+        "--compression_level",
         type=int,
         help="gzip level (isal 0-3, default 2; zlib 0-9, default 6)",
     )
-    c.add_argument("--gzip-backend", choices=GZIP_BACKENDS, help="default isal (ISA-L)")
-    c.add_argument("--sink", choices=SINKS, help="default blocks")
-    c.add_argument("--batch-rows", type=int, help="rows per Arrow batch, default 32768")
     c.add_argument(
-        "--overwrite", action="store_true", default=None, help="replace a complete output"
+        "--gzip-backend", "--gzip_backend", choices=GZIP_BACKENDS, help="default isal (ISA-L)"
     )
+    c.add_argument("--sink", choices=SINKS, help="default blocks")
+    c.add_argument(
+        "--batch-rows", "--batch_rows", type=int, help="rows per Arrow batch, default 32768"
+    )
+    c.add_argument(
+        "--overwrite",
+        nargs="?",
+        const=True,
+        type=_true_or_false,
+        help="replace a complete output (also --overwrite=true|false, as templates pass it)",
+    )
+    c.add_argument(
+        "--transform-artifacts",
+        "--transform_artifacts",
+        help="apply the fitted analyzers of a previous output (its dir or its transform/)",
+    )
+    c.add_argument(
+        "--max-bad-rows",
+        "--max_bad_rows",
+        type=int,
+        help="bad rows (to <output>/_errors/) allowed before the job fails; default 0",
+    )
+    c.add_argument(
+        "--max-bad-fraction",
+        "--max_bad_fraction",
+        type=float,
+        help="or the fraction of the rows read that may be bad; default 0",
+    )
+    c.add_argument(
+        "--expect-schema",
+        "--expect_schema",
+        help="a previous manifest (or output dir): fail before writing if a column disappeared "
+        "or changed type",
+    )
+    i = sub.add_parser("inspect", help="manifest summary and first records as JSON")
+    i.add_argument("path", help="an output directory or one .tfrecord[.gz|.deflate] file")
+    i.add_argument("-n", "--records", type=int, default=5, help="records to show (default 5)")
     return parser
+
+
+def _true_or_false(text: str) -> bool:
+    value = {"true": True, "false": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
 
 
 def _beam_options(args: Sequence[str]) -> PipelineOptions:
@@ -74,6 +137,15 @@ def _summary(output: str, seconds: float) -> str:
     )
 
 
+def _submitted_only(result: PipelineResult, options: PipelineOptions) -> bool:
+    """True when the job was handed over and not waited for: a template launch (the service
+    submits the job) or --no_wait_until_finish on a runner that runs the job elsewhere."""
+    if not getattr(result, "has_job", True):
+        return True
+    no_wait = options.view_as(StandardOptions).no_wait_until_finish
+    return bool(no_wait) and not PipelineState.is_terminal(result.state)
+
+
 def convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     flags = {
         "input": args.input,
@@ -86,22 +158,71 @@ def convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         "sink": args.sink,
         "batch_rows": args.batch_rows,
         "overwrite": args.overwrite,
+        "transform_artifacts": args.transform_artifacts,
+        "max_bad_rows": args.max_bad_rows,
+        "max_bad_fraction": args.max_bad_fraction,
+        "expect_schema": args.expect_schema,
     }
     start = time.monotonic()
+    date, output = None, args.output
+
+    def report(code: int, status: str, **extra: Any) -> int:
+        """Print the run's JSON summary as the last line of stdout; return the exit code."""
+        summary = run_summary(
+            status=status,
+            exit_code=code,
+            seconds=time.monotonic() - start,
+            output=output,
+            date=date,
+            **extra,
+        )
+        print(summary_line(summary), flush=True)
+        return code
+
     try:
-        config = load_config(args.config, flags)
-        plan = plan_job(config)
+        date = parse_date(args.date) if args.date else None
+        config = apply_date(load_config(args.config, flags), date)
+        output = config.output
+        options = _beam_options(beam_args)
+        for note in fill_dataflow_options(options, date):
+            print(f"tfrecord-etl: using {note}", file=sys.stderr)
+        dry_run = is_dataflow(options) and is_dry_run(options)
+        plan = plan_job(config, clear_output=not dry_run)  # a dry run deletes nothing
+        if plan.new_columns:
+            print(
+                f"tfrecord-etl: note: new column(s) against {config.expect_schema}: "
+                f"{list(plan.new_columns)}",
+                file=sys.stderr,
+            )
+        pipeline = beam.Pipeline(options=options)  # Beam validates its options here
     except (ValueError, OSError) as err:
         print(f"tfrecord-etl: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return report(EXIT_USAGE, "invalid", error=str(err))
+    job = {
+        "runner": runner_name(options),
+        "job_name": options.view_as(GoogleCloudOptions).job_name,
+    }
     try:
-        with beam.Pipeline(options=_beam_options(beam_args)) as p:
+        with pipeline as p:
             build_pipeline(p, plan)
+        result = p.result
+        if dry_run:
+            built = describe_dry_run(result)
+            job_file = options.view_as(DebugOptions).dataflow_job_file
+            if job_file:
+                write_job_file(job_file, result)
+            print(f"dry run: job {built['job_name']} built, not submitted ({job['runner']})")
+            return report(EXIT_OK, "dry_run", **{**job, **built, "job_file": job_file})
+        if _submitted_only(result, options):
+            job_id = result.job_id() if getattr(result, "has_job", False) else None
+            return report(EXIT_OK, "submitted", **job, job_id=job_id)
+        if result.state != PipelineState.DONE:
+            raise RuntimeError(f"the runner ended the job in state {result.state}")
     except Exception as err:  # the runner's failure: report it, exit non-zero, no manifest
         print(f"tfrecord-etl: error: the job failed: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        return report(EXIT_FAILED, "failed", **job, error=str(err))
     print(_summary(config.output, time.monotonic() - start))
-    return EXIT_OK
+    return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,4 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, beam_args = _parser().parse_known_args(argv)
     if args.command == "convert":
         return convert(args, beam_args)
+    if args.command == "inspect":
+        try:
+            report = inspect_path(args.path, args.records)
+        except (ValueError, OSError) as err:
+            print(f"tfrecord-etl: error: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return EXIT_OK
     return EXIT_USAGE

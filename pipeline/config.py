@@ -7,6 +7,7 @@ the command line wins over the file. Errors name the config file and the key.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,12 @@ class JobConfig:
     columns: Mapping[str, ColumnOptions] = dataclasses.field(default_factory=dict)
     transforms: tuple[StepConfig, ...] = ()  # checked against the schema by plan_job
     transform_artifacts: str | None = None  # a previous output's fitted analyzers, to reuse
+    max_bad_rows: int = 0  # bad rows allowed (any number up to this passes) ...
+    max_bad_fraction: float = 0.0  # ... or up to this fraction of the rows read
+    splits: tuple[tuple[str, int], ...] = (("train", 1),)  # (name, weight)
+    split_key: str | None = None  # the column whose value picks the split; None: the whole row
+    split_salt: str = ""
+    expect_schema: str | None = None  # a previous manifest (or its output dir) to check against
 
 
 _SCALARS: dict[str, tuple[type, ...]] = {
@@ -54,6 +61,11 @@ _SCALARS: dict[str, tuple[type, ...]] = {
     "batch_rows": (int,),
     "overwrite": (bool,),
     "transform_artifacts": (str,),
+    "max_bad_rows": (int,),
+    "max_bad_fraction": (float, int),
+    "split_key": (str,),
+    "split_salt": (str,),
+    "expect_schema": (str,),
 }
 _CHOICES = {
     "format": ("parquet", "csv"),
@@ -117,6 +129,23 @@ def _column_options(source: str, raw: Any) -> dict[str, ColumnOptions]:
     return out
 
 
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _splits(source: str, raw: Any) -> tuple[tuple[str, int], ...]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigError(f"{source}: key 'splits': expected a mapping of split name -> weight")
+    out = []
+    for name, weight in raw.items():
+        where = f"{source}: key 'splits.{name}'"
+        if not isinstance(name, str) or not _SPLIT_NAME.match(name):
+            raise ConfigError(f"{where}: a split name is letters, digits and _")
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+            raise ConfigError(f"{where}: expected a positive integer weight, got {weight!r}")
+        out.append((name, weight))
+    return tuple(out)
+
+
 def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -131,6 +160,8 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
             out["csv"] = _csv_options(source, value)
         elif key == "columns":
             out["columns"] = _column_options(source, value)
+        elif key == "splits":
+            out["splits"] = _splits(source, value)
         elif key == "transforms":
             try:
                 out["transforms"] = parse_steps(value, source)
@@ -144,7 +175,7 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 )
             out[key] = value
         else:
-            known = sorted([*_SCALARS, "input", "csv", "columns", "transforms"])
+            known = sorted([*_SCALARS, "input", "csv", "columns", "splits", "transforms"])
             raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
     return out
 
@@ -170,6 +201,12 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
             raise ConfigError(f"{flag} is required (on the command line or as a key in --config)")
     if values.get("num_shards", 0) < 0:
         raise ConfigError("num_shards: must be 0 (the runner decides) or more")
+    if values.get("max_bad_rows", 0) < 0:
+        raise ConfigError("max_bad_rows: must be 0 or more")
+    if not 0.0 <= values.get("max_bad_fraction", 0.0) <= 1.0:
+        raise ConfigError("max_bad_fraction: must be between 0 and 1")
+    if "max_bad_fraction" in values:
+        values["max_bad_fraction"] = float(values["max_bad_fraction"])
     if values.get("batch_rows", 1) < 1:
         raise ConfigError("batch_rows: must be at least 1")
     try:

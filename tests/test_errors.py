@@ -3,6 +3,7 @@ column, type, key), the CLI exits non-zero, and a failed job writes no manifest.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +32,16 @@ def fails(capsys, args, code: int) -> str:
     captured = capsys.readouterr()
     assert "rows:" not in captured.out  # no summary for a failed job
     return error_line(captured.err)
+
+
+def error_records(out: Path) -> list[dict]:
+    """Every dead-letter record in `out/_errors/`, by source and row."""
+    rows = [
+        json.loads(line)
+        for path in sorted((out / "_errors").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    return sorted(rows, key=lambda r: (r["source"], r["row"] if r["row"] is not None else -1))
 
 
 # ----------------------------------------------------------------------------- plan time
@@ -132,7 +143,8 @@ def test_config_names_a_column_that_does_not_exist(tmp_path, capsys):
     assert "'fare'" in line
 
 
-def test_csv_unparsable_value_in_typed_column_at_plan_time(tmp_path, capsys):
+def test_csv_unparsable_value_in_typed_column_in_the_sampled_block(tmp_path, capsys):
+    # The configured type stands; the bad row is dead-lettered at run time, then fails the job.
     path = tmp_path / "trips.csv"
     lines = ["name,n"] + [f"r{i},{i}" for i in range(20)]
     lines[11] = "r10,ten"  # data row 10
@@ -140,9 +152,15 @@ def test_csv_unparsable_value_in_typed_column_at_plan_time(tmp_path, capsys):
     config = tmp_path / "job.yaml"
     config.write_text("csv:\n  column_types: {n: int64}\n", encoding="utf-8")
     args = ["--input", str(path), "--output", str(tmp_path / "o"), "--config", str(config)]
-    line = fails(capsys, args, EXIT_USAGE)
+    line = fails(capsys, args, EXIT_FAILED)
     assert str(path) in line
     assert "row 10" in line and "column 'n'" in line and "'ten'" in line
+    (errors,) = error_records(tmp_path / "o")
+    assert (errors["row"], errors["column"], errors["values"]) == (
+        10,
+        "n",
+        {"name": "r10", "n": "ten"},
+    )
 
 
 def test_nested_list_starting_with_an_empty_list_needs_a_shape(tmp_path, capsys):
@@ -190,6 +208,7 @@ def test_uint64_overflow_names_row_and_column(tmp_path, capsys):
     assert str(path) in line
     assert "row 2500" in line and "column 'count'" in line
     assert str(2**63) in line
+    assert [(e["row"], e["column"]) for e in error_records(tmp_path / "o")] == [(2500, "count")]
 
 
 def test_nested_list_with_wrong_shape_in_a_later_row(tmp_path, capsys):
@@ -202,6 +221,7 @@ def test_nested_list_with_wrong_shape_in_a_later_row(tmp_path, capsys):
     assert str(path) in line
     assert "row 700" in line and "column 'grid'" in line
     assert "[2, 2]" in line
+    assert [(e["row"], e["column"]) for e in error_records(tmp_path / "o")] == [(700, "grid")]
 
 
 def test_null_under_null_policy_fail(tmp_path, capsys):
@@ -224,6 +244,7 @@ def test_null_under_null_policy_fail(tmp_path, capsys):
     line = fails(capsys, args, EXIT_FAILED)
     assert str(path) in line
     assert "row 1234" in line and "column 'fare'" in line and "null" in line
+    assert [(e["row"], e["column"]) for e in error_records(tmp_path / "o")] == [(1234, "fare")]
 
 
 def test_csv_unparsable_value_after_the_sampled_block(tmp_path, capsys):
@@ -240,3 +261,4 @@ def test_csv_unparsable_value_after_the_sampled_block(tmp_path, capsys):
     line = fails(capsys, args, EXIT_FAILED)
     assert str(path) in line
     assert "row 2600" in line and "column 'n'" in line and "'many'" in line
+    assert [(e["row"], e["column"]) for e in error_records(tmp_path / "o")] == [(2600, "n")]

@@ -284,9 +284,17 @@ def test_a_failing_row_fails_the_job_naming_file_row_and_column(tmp_path, peer_d
     assert result.code == 1
     assert (
         f"{peer_data / 'data.csv'}: row 1: column 'company': transforms[1].cast ({config}): "
-        "Failed to parse string: 'Blue Ribbon Taxi Association Inc.'"
+        "Failed to parse string: 'Dispatch Taxi Affiliation'"
     ) in result.err
     assert not (tmp_path / "o" / "manifest.json").exists()
+    errors = [
+        json.loads(line)
+        for path in (tmp_path / "o" / "_errors").glob("*.jsonl")
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    first = min(errors, key=lambda e: e["row"])
+    assert (first["row"], first["column"], first["stage"]) == (1, "company", "transform")
+    assert first["values"]["company"] == "Dispatch Taxi Affiliation"
 
 
 def test_construction_errors_exit_2_naming_file_and_key(tmp_path, peer_data):

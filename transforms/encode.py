@@ -10,11 +10,20 @@ import numpy as np
 import pyarrow as pa
 
 from transforms.columns import to_kernel_column
+from transforms.deadletter import BAD_TAG, count_bad, isolate_bad_rows
 from transforms.example_kernel import encode_records
 from transforms.read import TableBatch
 from transforms.schema import FeatureSpec
+from transforms.split import assign_splits, partition_records
 
-__all__ = ["BatchStats", "EncodeExamples", "EncodedBatch", "MergeStats", "encode_table"]
+__all__ = [
+    "BatchStats",
+    "EncodeExamples",
+    "EncodedBatch",
+    "MergeStats",
+    "encode_table",
+    "split_tag",
+]
 
 STATS_TAG = "stats"
 
@@ -46,12 +55,16 @@ class BatchStats:
 
     rows: int
     nulls: dict[str, int]
+    split_rows: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def merge(self, other: BatchStats) -> BatchStats:
         nulls = dict(self.nulls)
         for name, count in other.nulls.items():
             nulls[name] = nulls.get(name, 0) + count
-        return BatchStats(self.rows + other.rows, nulls)
+        split_rows = dict(self.split_rows)
+        for name, count in other.split_rows.items():
+            split_rows[name] = split_rows.get(name, 0) + count
+        return BatchStats(self.rows + other.rows, nulls, split_rows)
 
 
 def encode_table(
@@ -95,28 +108,91 @@ class MergeStats(beam.CombineFn):
         return acc
 
 
+def split_tag(split: str) -> str:
+    """The output of EncodeExamples that holds the records of `split` (with several splits)."""
+    return f"records_{split}"
+
+
 class _EncodeDoFn(beam.DoFn):
-    def __init__(self, specs: Sequence[FeatureSpec], framed: bool) -> None:
+    def __init__(
+        self,
+        specs: Sequence[FeatureSpec],
+        framed: bool,
+        splits: Sequence[tuple[str, int]],
+        key: str | None,
+        salt: str,
+    ) -> None:
         self._specs = list(specs)
         self._framed = framed
+        self._splits = list(splits)
+        self._key = key
+        self._salt = salt
 
-    def process(self, batch: TableBatch) -> Iterator:
+    def _encode(self, batch: TableBatch) -> tuple[EncodedBatch, BatchStats, np.ndarray | None]:
         encoded, stats = encode_table(
             batch.table, self._specs, batch.source, batch.first_row, self._framed, batch.rows
         )
-        yield encoded
+        if len(self._splits) == 1:
+            return encoded, stats, None
+        ids = assign_splits(
+            [w for _, w in self._splits],
+            self._salt,
+            key=None if self._key is None else batch.table.column(self._key),
+            buffer=encoded.buffer,
+            offsets=encoded.offsets,
+            framed=self._framed,
+        )
+        return encoded, stats, ids
+
+    def process(self, batch: TableBatch) -> Iterator:
+        result, bad = isolate_bad_rows(batch, self._encode, "encode")
+        count_bad("encode", bad)
+        for row in bad:
+            yield beam.pvalue.TaggedOutput(BAD_TAG, row)
+        if result is None:
+            return
+        encoded, stats, ids = result
+        if ids is None:
+            yield encoded
+            split_rows = {self._splits[0][0]: stats.rows}
+        else:
+            parts = partition_records(encoded.buffer, encoded.offsets, ids, len(self._splits))
+            split_rows = {}
+            for (name, _), part in zip(self._splits, parts, strict=True):
+                if part is not None:
+                    records = EncodedBatch(part[0], part[1], self._framed)
+                    split_rows[name] = records.num_records
+                    yield beam.pvalue.TaggedOutput(split_tag(name), records)
+        stats = BatchStats(stats.rows, stats.nulls, split_rows)
         yield beam.pvalue.TaggedOutput(STATS_TAG, stats)
 
 
 class EncodeExamples(beam.PTransform):
-    """TableBatch -> EncodedBatch (main output) and BatchStats (output tagged `stats`)."""
+    """TableBatch -> EncodedBatch (main output `records`; with several splits, one output per
+    split, `split_tag(name)`), BatchStats (tagged `stats`) and the rows that cannot be encoded
+    (tagged `bad`, dead-letter dicts; the batch is encoded without them).
 
-    def __init__(self, specs: Sequence[FeatureSpec], framed: bool = False) -> None:
+    `splits`: (name, weight) pairs; a record goes to a split by `assign_splits` of the `key`
+    column (or of its own bytes) with `salt`.
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[FeatureSpec],
+        framed: bool = False,
+        splits: Sequence[tuple[str, int]] = (("train", 1),),
+        key: str | None = None,
+        salt: str = "",
+    ) -> None:
         super().__init__()
         self._specs = list(specs)
         self._framed = framed
+        self._splits = list(splits)
+        self._key = key
+        self._salt = salt
 
     def expand(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        tags = [split_tag(name) for name, _ in self._splits] if len(self._splits) > 1 else []
         return batches | "Encode" >> beam.ParDo(
-            _EncodeDoFn(self._specs, self._framed)
-        ).with_outputs(STATS_TAG, main="records")
+            _EncodeDoFn(self._specs, self._framed, self._splits, self._key, self._salt)
+        ).with_outputs(STATS_TAG, BAD_TAG, *tags, main="records")

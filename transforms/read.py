@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import IO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 import apache_beam as beam
 import numpy as np
@@ -21,6 +21,14 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.csv_bad_rows import RowMap, cast_columns, invalid_record_rows
+from transforms.deadletter import (
+    BAD_TAG,
+    bad_row,
+    count_bad,
+    isolate_bad_rows,
+    source_rows,
+)
 from transforms.schema import ConversionError, SchemaError
 
 __all__ = [
@@ -137,12 +145,15 @@ def _csv_read_options(opts: CsvOptions, block_bytes: int) -> pacsv.ReadOptions:
     )
 
 
-def _csv_parse_options(opts: CsvOptions) -> pacsv.ParseOptions:
+def _csv_parse_options(
+    opts: CsvOptions, invalid_row_handler: Callable | None = None
+) -> pacsv.ParseOptions:
     return pacsv.ParseOptions(
         delimiter=opts.delimiter,
         quote_char=opts.quote_char or False,
         escape_char=opts.escape_char or False,
         newlines_in_values=True,
+        invalid_row_handler=invalid_row_handler,
     )
 
 
@@ -157,16 +168,24 @@ def _csv_convert_options(
     )
 
 
-def _csv_reader(path: str, opts: CsvOptions, types: Mapping[str, pa.DataType], block: int):  # noqa: ANN202
+def _csv_reader(  # noqa: ANN202
+    path: str,
+    opts: CsvOptions,
+    types: Mapping[str, pa.DataType],
+    block: int,
+    invalid_row_handler: Callable | None = None,
+):
     try:
         return pacsv.open_csv(
             _open(path),
             read_options=_csv_read_options(opts, block),
-            parse_options=_csv_parse_options(opts),
+            parse_options=_csv_parse_options(opts, invalid_row_handler),
             convert_options=_csv_convert_options(opts, types),
         )
     except (pa.ArrowException, OSError, EOFError) as err:
-        located = _locate_csv_error(path, opts, types, err) if types else None
+        located = None
+        if types and invalid_row_handler is None:
+            located = _locate_csv_error(path, opts, types, err)
         raise (located or InputError(f"{path}: cannot read as CSV: {err}")) from err
 
 
@@ -188,13 +207,13 @@ def _locate_csv_error(
         return None
     index, type_name, value = int(match.group(1)), match.group(2), match.group(3)
     # The file's columns (the index counts them), not the configured types: those may be a few.
-    names = _csv_reader(path, opts, {}, 1 << 16).schema.names
+    names = _csv_reader(path, opts, {}, 1 << 16, _skip).schema.names
     if index >= len(names):
         return None
     column = names[index]
     as_text = {name: pa.string() for name in names}
     row = 0
-    for batch in _csv_reader(path, opts, as_text, opts.block_bytes):
+    for batch in _csv_reader(path, opts, as_text, opts.block_bytes, _skip):
         hits = pc.equal(batch.column(index), value)
         found = pc.index(hits, True).as_py()
         if found >= 0:
@@ -209,8 +228,16 @@ def _locate_csv_error(
 def _csv_schema(path: str, opts: CsvOptions) -> pa.Schema:
     """Column types of the CSV: configured ones, the rest inferred from the first `infer_bytes`."""
     types = opts.arrow_types()
-    reader = _csv_reader(path, opts, types, opts.infer_bytes)
-    schema = reader.schema
+    try:
+        schema = _csv_reader(path, opts, types, opts.infer_bytes, _skip).schema
+    except (ConversionError, InputError) as err:
+        if not _CONVERSION_ERROR.search(str(err)):
+            raise
+        # A configured column holds a bad value in the sample: its type is known anyway, and
+        # the row goes to the dead-letter output at run time.
+        as_text = {name: pa.string() for name in types}
+        schema = _csv_reader(path, opts, as_text, opts.infer_bytes, _skip).schema
+        schema = pa.schema([pa.field(f.name, types.get(f.name, f.type)) for f in schema])
     unknown = sorted(set(types) - set(schema.names))
     if unknown:
         raise SchemaError(f"csv.column_types names {unknown}, not columns of {path} {schema.names}")
@@ -244,7 +271,7 @@ def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
         first = _csv_schema(paths[0], csv)
         schemas = [first]
         for path in paths[1:]:
-            names = _csv_reader(path, csv, {}, 1 << 16).schema.names
+            names = _csv_reader(path, csv, {}, 1 << 16, _skip).schema.names
             schemas.append(
                 first if names == first.names else pa.schema([(n, pa.null()) for n in names])
             )
@@ -264,23 +291,129 @@ def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
         meta = _parquet_file(path).metadata
         first = 0
         for rg in range(meta.num_row_groups):
-            items.append(WorkItem(path, rg, first))
+            if meta.row_group(rg).num_rows:  # an empty row group is no work
+                items.append(WorkItem(path, rg, first))
             first += meta.row_group(rg).num_rows
     return items
 
 
-def read_work_item(
-    item: WorkItem, fmt: str, schema: pa.Schema, csv: CsvOptions, batch_rows: int
+def _skip(_: Any) -> str:
+    return "skip"
+
+
+BadSink = Callable[[dict[str, Any]], None]
+
+
+class _InvalidRows:
+    """pyarrow's invalid_row_handler: skips a row with the wrong number of fields and reports
+    it as a bad row with its data-row number (found by scanning the file once, on the first)."""
+
+    def __init__(self, path: str, opts: CsvOptions, num_columns: int, on_bad: BadSink) -> None:
+        self.path, self.opts, self.num_columns, self.on_bad = path, opts, num_columns, on_bad
+        self.map = RowMap()
+        self.ignore = 0  # invalid rows already reported by an earlier read of the file
+
+    def __call__(self, row: Any) -> str:
+        if self.map.invalid is None:
+            opts = self.opts
+            self.map.invalid, self.map.total = invalid_record_rows(
+                self.path,
+                opts.delimiter,
+                opts.quote_char,
+                opts.escape_char,
+                self.num_columns,
+                skip_first=opts.header,
+            )
+        if self.ignore:
+            self.ignore -= 1
+            self.map.next_invalid()
+            return "skip"
+        reason = f"{row.actual_columns} fields where the header has {row.expected_columns}"
+        number = self.map.next_invalid()
+        self.on_bad(bad_row(self.path, number, None, reason, "read", {"text": row.text}))
+        return "skip"
+
+
+def _csv_batches(
+    item: WorkItem,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+    on_bad: BadSink | None,
 ) -> Iterator[TableBatch]:
-    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema."""
-    first = item.first_row
+    """A CSV file's batches; with `on_bad`, its bad rows go there instead of failing the read.
+
+    A value that does not convert makes pyarrow fail the whole block: the file is then read
+    again as text from the first row not yet yielded, and converted column by column with
+    Arrow's cast, the rows that do not convert going to `on_bad`.
+    """
     types = {f.name: f.type for f in schema}
-    if fmt == "parquet":
-        batches = _parquet_file(item.path).iter_batches(
-            batch_size=batch_rows, row_groups=[item.row_group], use_threads=False
-        )
-    else:
-        batches = _csv_reader(item.path, csv, types, csv.block_bytes)
+    invalid = None if on_bad is None else _InvalidRows(item.path, csv, len(schema), on_bad)
+    yielded = 0
+    try:
+        for batch in _csv_reader(item.path, csv, types, csv.block_bytes, invalid):
+            for start in range(0, batch.num_rows, batch_rows):
+                part = pa.Table.from_batches([batch.slice(start, batch_rows)])
+                rows = None if invalid is None else invalid.map.rows(part.num_rows)
+                yield TableBatch(part, item.path, item.first_row + yielded, rows)
+                yielded += part.num_rows
+        return
+    except (InputError, ConversionError) as err:  # the open failed
+        if on_bad is None or not _CONVERSION_ERROR.search(str(err)):
+            raise
+    except (pa.ArrowException, OSError, EOFError) as err:
+        if on_bad is None or not _CONVERSION_ERROR.search(str(err)):
+            located = _locate_csv_error(item.path, csv, types, err) if on_bad is None else None
+            after = f"after data row {item.first_row + yielded}"
+            raise (located or InputError(f"{item.path}: {after}: {err}")) from err
+    again = _InvalidRows(item.path, csv, len(schema), on_bad)
+    again.ignore = invalid.map.reported
+    again.map = dataclasses.replace(invalid.map, good=0, reported=0)
+    as_text = {name: pa.string() for name in schema.names}
+    skip = yielded
+    for batch in _csv_reader(item.path, csv, as_text, csv.block_bytes, again):
+        table = pa.Table.from_batches([batch])
+        if skip:
+            taken = min(skip, table.num_rows)
+            again.map.rows(taken)
+            table, skip = table.slice(taken), skip - taken
+        for start in range(0, table.num_rows, batch_rows):
+            part = table.slice(start, batch_rows)
+            rows = again.map.rows(part.num_rows)
+            text = TableBatch(part, item.path, item.first_row + yielded, rows)
+            yielded += part.num_rows
+            converted, bad = isolate_bad_rows(
+                text,
+                lambda b: cast_columns(b.table, schema, b.source, source_rows(b)),
+                "read",
+            )
+            for row in bad:
+                on_bad(row)
+            if converted is not None:
+                kept = np.isin(source_rows(text), [r["row"] for r in bad], invert=True)
+                yield TableBatch(converted, item.path, text.first_row, source_rows(text)[kept])
+
+
+def read_work_item(
+    item: WorkItem,
+    fmt: str,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+    on_bad: BadSink | None = None,
+) -> Iterator[TableBatch]:
+    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema.
+
+    With `on_bad`, a CSV row that cannot be read (wrong number of fields, a value that does not
+    convert) is passed to it as a dead-letter dict; without, it fails the read.
+    """
+    if fmt == "csv":
+        yield from _csv_batches(item, schema, csv, batch_rows, on_bad)
+        return
+    first = item.first_row
+    batches = _parquet_file(item.path).iter_batches(
+        batch_size=batch_rows, row_groups=[item.row_group], use_threads=False
+    )
     try:
         for batch in batches:
             for start in range(0, batch.num_rows, batch_rows):
@@ -289,12 +422,33 @@ def read_work_item(
                 yield TableBatch(table=table, source=item.path, first_row=first)
                 first += part.num_rows
     except (pa.ArrowException, OSError, EOFError) as err:
-        located = _locate_csv_error(item.path, csv, types, err) if fmt == "csv" else None
-        raise (located or InputError(f"{item.path}: after data row {first}: {err}")) from err
+        raise InputError(f"{item.path}: after data row {first}: {err}") from err
+
+
+class _ReadDoFn(beam.DoFn):
+    """WorkItem -> TableBatch (main output) and the rows that cannot be read (tagged `bad`)."""
+
+    def __init__(self, fmt: str, schema: pa.Schema, csv: CsvOptions, batch_rows: int) -> None:
+        self._args = (fmt, schema, csv, batch_rows)
+
+    def process(self, item: WorkItem) -> Iterator:
+        bad: list[dict[str, Any]] = []
+
+        def flush() -> Iterator:
+            count_bad("read", bad)
+            for row in bad:
+                yield beam.pvalue.TaggedOutput(BAD_TAG, row)
+            bad.clear()
+
+        for batch in read_work_item(item, *self._args, on_bad=bad.append):
+            yield from flush()
+            yield batch
+        yield from flush()
 
 
 class ReadTable(beam.PTransform):
-    """Files -> TableBatch elements (one work item per row group or CSV file, then Reshuffle)."""
+    """Files -> TableBatch elements, main output `batches` (one work item per row group or CSV
+    file, then Reshuffle); the rows that cannot be read go to the output tagged `bad`."""
 
     def __init__(
         self,
@@ -311,11 +465,11 @@ class ReadTable(beam.PTransform):
         self._csv = csv
         self._batch_rows = batch_rows
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        fmt, schema, csv, rows = self._fmt, self._schema, self._csv, self._batch_rows
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.DoOutputsTuple:
+        read = _ReadDoFn(self._fmt, self._schema, self._csv, self._batch_rows)
         return (
             pbegin
             | "WorkItems" >> beam.Create(self._work)
             | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.FlatMap(read_work_item, fmt, schema, csv, rows)  # TableBatch
+            | "Read" >> beam.ParDo(read).with_outputs(BAD_TAG, main="batches")  # TableBatch
         )

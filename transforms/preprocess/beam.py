@@ -7,6 +7,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from transforms.deadletter import BAD_TAG, count_bad, isolate_bad_rows
 from transforms.preprocess.analyzers import AnalyzeFn
 from transforms.preprocess.artifacts import read_artifacts, write_artifacts
 from transforms.preprocess.plan import (
@@ -39,8 +40,14 @@ class _WithFitted(beam.DoFn):
 
 
 class _ApplyDoFn(_WithFitted):
-    def process(self, batch: TableBatch, fitted: Mapping) -> Iterator[TableBatch]:
-        out = apply_steps(self._plan, batch, self.prepared(fitted))
+    def process(self, batch: TableBatch, fitted: Mapping) -> Iterator:
+        prepared = self.prepared(fitted)
+        out, bad = isolate_bad_rows(
+            batch, lambda b: apply_steps(self._plan, b, prepared), "transform"
+        )
+        count_bad("transform", bad)
+        for row in bad:
+            yield beam.pvalue.TaggedOutput(BAD_TAG, row)
         if out is not None:
             yield out
 
@@ -51,13 +58,20 @@ class _InputsDoFn(_WithFitted):
         self._level = level
 
     def process(self, batch: TableBatch, fitted: Mapping) -> Iterator[dict[int, Any]]:
-        yield analysis_inputs(self._plan, self._level, batch, self.prepared(fitted))
+        # A row a step cannot take is left out of the statistics; the full run dead-letters it.
+        prepared = self.prepared(fitted)
+        inputs, _ = isolate_bad_rows(
+            batch, lambda b: analysis_inputs(self._plan, self._level, b, prepared), "transform"
+        )
+        if inputs is not None:
+            yield inputs
 
 
 @beam.typehints.with_input_types(TableBatch)
-@beam.typehints.with_output_types(TableBatch)
 class Preprocess(beam.PTransform):
-    """TableBatch -> TableBatch: every step, with the fitted analyzers as a side input."""
+    """TableBatch -> TableBatch (main output `batches`): every step, with the fitted analyzers
+    as a side input; the rows a step fails on go to the output tagged `bad` (dead-letter dicts).
+    """
 
     def __init__(self, plan: PreprocessPlan, fitted: beam.pvalue.AsSingleton) -> None:
         super().__init__()
@@ -65,7 +79,9 @@ class Preprocess(beam.PTransform):
         self._fitted = fitted
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
-        return batches | "Apply" >> beam.ParDo(_ApplyDoFn(self._plan), self._fitted)
+        return batches | "Apply" >> beam.ParDo(_ApplyDoFn(self._plan), self._fitted).with_outputs(
+            BAD_TAG, main="batches"
+        )
 
 
 @beam.typehints.with_input_types(TableBatch)
@@ -101,7 +117,8 @@ def _merged(new: Fitted, old: Fitted) -> Fitted:
 class FitPreprocess(beam.PTransform):
     """PBegin -> one {step index: result} for every analyzer of the plan.
 
-    `read()` makes a fresh source transform: each analysis pass reads the input again (memory
+    `read()` makes a fresh source transform (main output `batches`, as `ReadTable`'s): each
+    analysis pass reads the input again (memory
     does not grow with the input). With `artifacts` (a directory checked at construction), the
     results are read from a previous run's files instead, and nothing is read twice.
     """
@@ -127,7 +144,8 @@ class FitPreprocess(beam.PTransform):
             )
         fitted = pbegin | "Nothing" >> beam.Create([{}])
         for level in range(1, plan.num_passes + 1):
-            batches = pbegin | f"ReadTable[pass{level}]" >> self._read()
+            # Rows the source cannot read are reported by the full run's read, not here.
+            batches = (pbegin | f"ReadTable[pass{level}]" >> self._read()).batches
             side = beam.pvalue.AsSingleton(fitted)
             new = batches | f"Analyze[pass{level}]" >> Analyze(plan, level, side)
             fitted = new | f"Merge[pass{level}]" >> beam.Map(_merged, side)
