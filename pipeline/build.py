@@ -187,6 +187,14 @@ def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
         if preprocess is None:
             raise StepError("transform_artifacts is given but the config has no transforms")
         artifacts = check_artifacts(config.transform_artifacts, preprocess)  # before clearing
+    if preprocess is not None and artifacts is None and preprocess.analyzers():
+        if len(config.splits) > 1:
+            # Fitting on every row would leak eval/test statistics into train.
+            raise StepError(
+                "transforms: full-pass analyzers cannot be fitted while splits are configured "
+                "(they would see every split); fit them in a run without splits (or on the "
+                "train data alone) and pass its transform/ directory as --transform-artifacts"
+            )
     features = schema if preprocess is None else preprocess.output_schema
     shapes = _inferred_shapes(features, config, work, fmt, schema)
     specs = plan_features(features, config.columns, shapes)

@@ -122,3 +122,17 @@ def test_split_key_must_be_a_key_column(tmp_path, capsys):
         args = ["convert", "--input", path, "--output", tmp_path / "o", "--config", config]
         assert run_cli(args) == EXIT_USAGE
         assert "split_key" in capsys.readouterr().err
+
+
+def test_analyzers_are_not_fitted_across_splits(tmp_path):
+    """Fitting zscore over every row would leak eval statistics into train: refused up front."""
+    config = tmp_path / "c.yaml"
+    config.write_text("splits: {train: 80, eval: 20}\ntransforms:\n  - zscore: {column: fare}\n")
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    code = run_cli(
+        ["convert", "--input", repo / "sample" / "trips.parquet", "--output", out,
+         "--config", config]
+    )  # fmt: skip
+    assert code == 2
+    assert not (out / "manifest.json").exists()
