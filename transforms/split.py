@@ -13,44 +13,20 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
+
+from transforms.preprocess.hashing import hash_ranges_kernel
 
 __all__ = ["assign_splits", "hash_ranges", "partition_records"]
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
 HEADER_BYTES, FOOTER_BYTES = 12, 4  # TFRecord frame: length (8) + its crc (4) ... data crc (4)
-
-
-@njit(cache=True)
-def _hash_ranges(
-    starts: np.ndarray, ends: np.ndarray, data: np.ndarray, salt: np.ndarray
-) -> np.ndarray:  # pragma: no cover
-    n = len(starts)
-    out = np.empty(n, dtype=np.uint64)
-    h0 = _FNV_OFFSET
-    for j in range(len(salt)):
-        h0 = (h0 ^ np.uint64(salt[j])) * _FNV_PRIME
-    for i in range(n):
-        h = h0
-        for j in range(starts[i], ends[i]):
-            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
-        h ^= h >> _S33
-        h *= _M1
-        h ^= h >> _S33
-        h *= _M2
-        h ^= h >> _S33
-        out[i] = h
-    return out
 
 
 def hash_ranges(starts: np.ndarray, ends: np.ndarray, data: np.ndarray, salt: str) -> np.ndarray:
     """uint64 hash of salt + data[starts[i]:ends[i]] for each i."""
     salt_bytes = np.frombuffer(salt.encode("utf-8"), np.uint8) if salt else np.empty(0, np.uint8)
-    return _hash_ranges(np.asarray(starts, np.int64), np.asarray(ends, np.int64), data, salt_bytes)
+    return hash_ranges_kernel(
+        np.asarray(starts, np.int64), np.asarray(ends, np.int64), data, salt_bytes
+    )
 
 
 def _key_hashes(column: pa.Array | pa.ChunkedArray, salt: str) -> np.ndarray:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-__all__ = ["hash_bytes", "hash_column"]
+__all__ = ["hash_bytes", "hash_column", "hash_ranges_kernel"]
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -27,12 +27,18 @@ _S33 = np.uint64(33)
 
 
 @njit(cache=True)
-def _hash_values(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:  # pragma: no cover
-    n = len(offsets) - 1
+def hash_ranges_kernel(
+    starts: np.ndarray, ends: np.ndarray, data: np.ndarray, prefix: np.ndarray
+) -> np.ndarray:  # pragma: no cover
+    """hash(prefix + data[starts[i]:ends[i]]) for each i (prefix: a salt, or empty)."""
+    n = len(starts)
     out = np.empty(n, dtype=np.uint64)
+    h0 = _FNV_OFFSET
+    for j in range(len(prefix)):
+        h0 = (h0 ^ np.uint64(prefix[j])) * _FNV_PRIME
     for i in range(n):
-        h = _FNV_OFFSET
-        for j in range(offsets[i], offsets[i + 1]):
+        h = h0
+        for j in range(starts[i], ends[i]):
             h = (h ^ np.uint64(data[j])) * _FNV_PRIME
         h ^= h >> _S33
         h *= _M1
@@ -41,6 +47,13 @@ def _hash_values(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:  # pragma
         h ^= h >> _S33
         out[i] = h
     return out
+
+
+_NO_PREFIX = np.empty(0, np.uint8)
+
+
+def _hash_values(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    return hash_ranges_kernel(offsets[:-1], offsets[1:], data, _NO_PREFIX)
 
 
 def hash_bytes(value: bytes) -> int:
