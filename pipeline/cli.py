@@ -59,7 +59,23 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--date", help="run date YYYY-MM-DD: fills {date} in --input and --output")
     c.add_argument("--format", choices=("parquet", "csv"), help="default: from the file names")
     c.add_argument(
-        "--num-shards", "--num_shards", type=int, help="files per split; 0 = runner decides"
+        "--num-shards",
+        "--num_shards",
+        type=int,
+        help="files per split; default 0: as many as --shard-mb gives",
+    )
+    c.add_argument(
+        "--shard-mb", "--shard_mb", type=float, help="target shard size in MiB, default 128"
+    )
+    c.add_argument(
+        "--shuffle",
+        nargs="?",
+        const=True,
+        type=_true_or_false,
+        help="write every split in a seeded global shuffle (in the config: also a list of splits)",
+    )
+    c.add_argument(
+        "--shuffle-seed", "--shuffle_seed", type=int, help="the shuffle's seed, default 0"
     )
     c.add_argument("--compression", choices=COMPRESSIONS, help="default gzip")
     c.add_argument(
@@ -152,6 +168,9 @@ def convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         "output": args.output,
         "format": args.format,
         "num_shards": args.num_shards,
+        "shard_mb": args.shard_mb,
+        "shuffle": args.shuffle,
+        "shuffle_seed": args.shuffle_seed,
         "compression": args.compression,
         "compression_level": args.compression_level,
         "gzip_backend": args.gzip_backend,

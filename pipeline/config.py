@@ -17,6 +17,7 @@ from transforms.preprocess.plan import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read import CsvOptions
 from transforms.schema import NULL_POLICIES, ColumnOptions
+from transforms.shard_plan import DEFAULT_SHARD_MB
 from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS, check_level
 
 __all__ = ["ConfigError", "JobConfig", "load_config"]
@@ -31,7 +32,8 @@ class JobConfig:
     inputs: tuple[str, ...]
     output: str
     format: str | None = None
-    num_shards: int = 0
+    num_shards: int = 0  # files per split; 0: as many as shard_mb gives
+    shard_mb: float = DEFAULT_SHARD_MB  # the target shard size in MiB (2**20 bytes)
     compression: str = "gzip"
     compression_level: int | None = None  # None: the gzip backend's default
     gzip_backend: str = "isal"
@@ -48,12 +50,25 @@ class JobConfig:
     split_key: str | None = None  # the column whose value picks the split; None: the whole row
     split_salt: str = ""
     expect_schema: str | None = None  # a previous manifest (or its output dir) to check against
+    shuffle: tuple[str, ...] = ()  # the splits written in a seeded global shuffle
+    shuffle_seed: int = 0
+    fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
+
+    def analysis_split(self) -> str | None:
+        """The split the analyzers are fitted on; None when there is one split (every row)."""
+        if len(self.splits) == 1:
+            return None
+        names = [name for name, _ in self.splits]
+        return self.fit_split or ("train" if "train" in names else names[0])
 
 
 _SCALARS: dict[str, tuple[type, ...]] = {
     "output": (str,),
     "format": (str,),
     "num_shards": (int,),
+    "shard_mb": (float, int),
+    "shuffle_seed": (int,),
+    "fit_split": (str,),
     "compression": (str,),
     "compression_level": (int,),
     "gzip_backend": (str,),
@@ -146,6 +161,15 @@ def _splits(source: str, raw: Any) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def _shuffle(source: str, raw: Any) -> tuple[str, ...] | bool:
+    """true / false, or a list of split names; True stands for every split until merged."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, list) and raw and all(isinstance(v, str) for v in raw):
+        return tuple(raw)
+    raise ConfigError(f"{source}: key 'shuffle': expected true, false or a list of split names")
+
+
 def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -162,6 +186,8 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
             out["columns"] = _column_options(source, value)
         elif key == "splits":
             out["splits"] = _splits(source, value)
+        elif key == "shuffle":
+            out["shuffle"] = _shuffle(source, value)
         elif key == "transforms":
             try:
                 out["transforms"] = parse_steps(value, source)
@@ -175,7 +201,9 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 )
             out[key] = value
         else:
-            known = sorted([*_SCALARS, "input", "csv", "columns", "splits", "transforms"])
+            known = sorted(
+                [*_SCALARS, "input", "csv", "columns", "splits", "shuffle", "transforms"]
+            )
             raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
     return out
 
@@ -207,6 +235,25 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
         raise ConfigError("max_bad_fraction: must be between 0 and 1")
     if "max_bad_fraction" in values:
         values["max_bad_fraction"] = float(values["max_bad_fraction"])
+    names = [name for name, _ in values.get("splits", JobConfig.splits)]
+    shuffle = values.get("shuffle", ())
+    if shuffle is True:
+        values["shuffle"] = tuple(names)
+    elif shuffle is False:
+        values["shuffle"] = ()
+    for key, chosen in (
+        ("shuffle", values["shuffle"] if "shuffle" in values else ()),
+        ("fit_split", [values["fit_split"]] if values.get("fit_split") else []),
+    ):
+        unknown = sorted(set(chosen) - set(names))
+        if unknown:
+            raise ConfigError(f"{key}: {unknown} not among the splits {names}")
+    if values.get("shuffle") and values.get("sink") == "tfrecordio":
+        raise ConfigError("shuffle: the tfrecordio sink does not shuffle (use sink: blocks)")
+    if not values.get("shard_mb", 1) > 0:
+        raise ConfigError("shard_mb: must be more than 0")
+    if "shard_mb" in values:
+        values["shard_mb"] = float(values["shard_mb"])
     if values.get("batch_rows", 1) < 1:
         raise ConfigError("batch_rows: must be at least 1")
     try:

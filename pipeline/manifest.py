@@ -15,6 +15,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.schema import FeatureSpec
+from transforms.shard_files import ShardFile
 
 __all__ = [
     "MANIFEST_NAME",
@@ -40,7 +41,7 @@ def build_manifest(
     specs: Sequence[FeatureSpec],
     null_counts: dict[str, int],
     rows: dict[str, int],
-    files: dict[str, Sequence[str]],
+    shards: dict[str, Sequence[ShardFile]],
     output_dir: str,
     compression: str,
     sources: Sequence[str],
@@ -50,8 +51,9 @@ def build_manifest(
 ) -> dict[str, Any]:
     """The manifest as a JSON-able dict (pure function: all facts come in as arguments).
 
-    `transform`: the preprocessing section (steps as configured, analyzer artifact files
-    relative to the output directory), present only when the config has `transforms:`.
+    `shards`: the final files of each split, with their records and bytes when the writer
+    counted them. `transform`: the preprocessing section (steps as configured, analyzer
+    artifact files relative to the output directory), present only with `transforms:`.
     """
     features = []
     for spec in specs:
@@ -71,8 +73,15 @@ def build_manifest(
         "tf_compression_type": TF_COMPRESSION[compression],
         "rows": sum(rows.values()),
         "splits": {
-            split: {"rows": int(rows.get(split, 0)), "files": sorted(relative(f) for f in names)}
-            for split, names in files.items()
+            split: {
+                "rows": int(rows.get(split, 0)),
+                "files": sorted(relative(f.path) for f in files),
+                "shards": sorted(
+                    ({"file": relative(f.path), "rows": f.rows, "bytes": f.bytes} for f in files),
+                    key=lambda entry: entry["file"],
+                ),
+            }
+            for split, files in shards.items()
         },
         "source_format": source_format,
         "sources": list(sources),

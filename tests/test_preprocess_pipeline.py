@@ -13,7 +13,7 @@ import pyarrow.csv as pacsv
 import pytest
 from conftest import REPO, read_manifest, run_cli_captured
 
-from pipeline.build import _clear_previous_output
+from pipeline.output_dir import clear_previous_output
 from pipeline.reader import load_dataset
 from transforms.preprocess.hashing import hash_bytes
 
@@ -332,5 +332,5 @@ def test_overwrite_removes_the_old_transform_files(tmp_path):
         "transform": {"files": ["transform/statistics.json", "transform/vocabulary_01_x.txt"]},
     }
     (out / "manifest.json").write_text(json.dumps(manifest))
-    _clear_previous_output(str(out), overwrite=True)
+    clear_previous_output(str(out), overwrite=True)
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == []

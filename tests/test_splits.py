@@ -1,9 +1,10 @@
-"""Splits: a stable hash of the key column (or of the record) with a salt picks each row's split;
-files `<split>-SSSSS-of-NNNNN...`; rows per split in the manifest."""
+"""Splits: a stable hash of the key column (or of the source row) with a salt picks each row's
+split; files `<split>-SSSSS-of-NNNNN...`; rows per split in the manifest."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from transforms.preprocess.hashing import hash_bytes
 from transforms.split import assign_splits, partition_records
 
 EXIT_OK, EXIT_USAGE = 0, 2
+SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "trips.parquet"
 SPLITS = {"train": 80, "eval": 10, "test": 10}
 
 
@@ -124,15 +126,67 @@ def test_split_key_must_be_a_key_column(tmp_path, capsys):
         assert "split_key" in capsys.readouterr().err
 
 
-def test_analyzers_are_not_fitted_across_splits(tmp_path):
-    """Fitting zscore over every row would leak eval statistics into train: refused up front."""
-    config = tmp_path / "c.yaml"
-    config.write_text("splits: {train: 80, eval: 20}\ntransforms:\n  - zscore: {column: fare}\n")
-    repo = Path(__file__).resolve().parents[1]
+def _train_rows_by_key(table: pa.Table, key: str, salt: str) -> pa.Table:
+    keep = [expected_split(str(v).encode(), salt) == "train" for v in table.column(key).to_pylist()]
+    return table.filter(pa.array(keep))
+
+
+def test_analyzers_are_fitted_on_the_train_split_only(tmp_path):
+    """zscore's mean/std come from the train rows alone: no statistic leaks from eval/test."""
+    config = write_config(
+        tmp_path,
+        "split_key: trip_id\nsplit_salt: s2\ntransforms:\n"
+        "  - zscore: {column: fare, output: fare_z}\n"
+        "  - vocabulary: {column: company, output: company_id}\n",
+    )
     out = tmp_path / "out"
-    code = run_cli(
-        ["convert", "--input", repo / "sample" / "trips.parquet", "--output", out,
-         "--config", config]
-    )  # fmt: skip
-    assert code == 2
-    assert not (out / "manifest.json").exists()
+    args = ["convert", "--input", SAMPLE, "--output", out, "--config", config]
+    assert run_cli(args) == EXIT_OK
+    source = pq.read_table(SAMPLE)
+    train = _train_rows_by_key(source, "trip_id", "s2")
+    stats = json.loads((out / "transform" / "statistics.json").read_text())
+    zscore = next(e for e in stats["analyzers"] if e["kind"] == "zscore")
+    fares = np.array([v for v in train.column("fare").to_pylist() if v is not None])
+    assert zscore["count"] == len(fares) < source.num_rows
+    assert zscore["mean"] == pytest.approx(fares.mean(), rel=1e-12)
+    assert zscore["std"] == pytest.approx(fares.std(), rel=1e-9)
+    everyone = np.array([v for v in source.column("fare").to_pylist() if v is not None])
+    assert abs(zscore["mean"] - everyone.mean()) > 1e-9  # the eval/test rows would move it
+    manifest = read_manifest(out)
+    assert manifest["transform"]["fitted_on_split"] == "train"
+    # Each record's split is the one its source key picks, whatever the transforms did.
+    got = split_records(out)
+    for name, records in got.items():
+        assert all(expected_split(str(r["trip_id"][0]).encode(), "s2") == name for r in records)
+    assert sum(len(r) for r in got.values()) == source.num_rows
+
+
+def test_whole_row_split_does_not_depend_on_the_transforms(tmp_path):
+    """Without a key, a row's split is the hash of its source row: the same with and without
+    transforms (and with fit_split choosing another split to fit on)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": range(600), "x": np.arange(600) * 0.25}), path)
+    results = []
+    for i, extra in enumerate(
+        [
+            "",
+            "transforms:\n  - zscore: {column: x}\nfit_split: eval\n",
+            "columns: {x: {keep_float64: true}}\n",
+        ]
+    ):
+        out = tmp_path / f"out{i}"
+        config = write_config(tmp_path, extra)
+        assert run_cli(["convert", "--input", path, "--output", out, "--config", config]) == 0
+        got = split_records(out)
+        results.append({name: sorted(r["id"][0] for r in rs) for name, rs in got.items()})
+    assert results[0] == results[1] == results[2]
+    assert sorted(i for ids in results[0].values() for i in ids) == list(range(600))
+    fitted = json.loads((tmp_path / "out1" / "transform" / "statistics.json").read_text())
+    assert fitted["analyzers"][0]["count"] == len(results[0]["eval"])
+    assert read_manifest(tmp_path / "out1")["transform"]["fitted_on_split"] == "eval"
+
+
+def test_fit_split_must_be_a_split(tmp_path):
+    config = write_config(tmp_path, "fit_split: validation\n")
+    with pytest.raises(ConfigError, match="fit_split"):
+        load_config(str(config), {"input": ["x"], "output": "o"})

@@ -30,11 +30,19 @@ STATS_TAG = "stats"
 
 @dataclasses.dataclass(frozen=True)
 class EncodedBatch:
-    """Records of one batch: record i is buffer[offsets[i]:offsets[i+1]] (framed or not)."""
+    """Records of one batch: record i is buffer[offsets[i]:offsets[i+1]] (framed or not).
+
+    `task`, `source` and `first_row` say where the rows came from (the ReadTask, the file and
+    its first row), so writers can keep a task's rows together and order blocks the same way
+    on every run.
+    """
 
     buffer: np.ndarray
     offsets: np.ndarray
     framed: bool
+    task: int = 0
+    source: str = ""
+    first_row: int = 0
 
     @property
     def num_records(self) -> int:
@@ -88,7 +96,7 @@ def encode_table(
         nulls[spec.name] = null_count
     buffer, offsets = encode_records(columns, table.num_rows, framed=framed)
     stats = BatchStats(table.num_rows, nulls)
-    return EncodedBatch(buffer, offsets, framed), stats
+    return EncodedBatch(buffer, offsets, framed, source=source, first_row=first_row), stats
 
 
 class MergeStats(beam.CombineFn):
@@ -132,7 +140,8 @@ class _EncodeDoFn(beam.DoFn):
         encoded, stats = encode_table(
             batch.table, self._specs, batch.source, batch.first_row, self._framed, batch.rows
         )
-        if len(self._splits) == 1:
+        encoded = dataclasses.replace(encoded, task=batch.task)
+        if len(self._splits) == 1 or batch.split is not None:
             return encoded, stats, None
         ids = assign_splits(
             [w for _, w in self._splits],
@@ -152,15 +161,18 @@ class _EncodeDoFn(beam.DoFn):
         if result is None:
             return
         encoded, stats, ids = result
-        if ids is None:
+        if len(self._splits) == 1:
             yield encoded
             split_rows = {self._splits[0][0]: stats.rows}
+        elif ids is None:  # the split was assigned before preprocessing
+            yield beam.pvalue.TaggedOutput(split_tag(batch.split), encoded)
+            split_rows = {batch.split: stats.rows}
         else:
             parts = partition_records(encoded.buffer, encoded.offsets, ids, len(self._splits))
             split_rows = {}
             for (name, _), part in zip(self._splits, parts, strict=True):
                 if part is not None:
-                    records = EncodedBatch(part[0], part[1], self._framed)
+                    records = dataclasses.replace(encoded, buffer=part[0], offsets=part[1])
                     split_rows[name] = records.num_records
                     yield beam.pvalue.TaggedOutput(split_tag(name), records)
         stats = BatchStats(stats.rows, stats.nulls, split_rows)
@@ -172,8 +184,9 @@ class EncodeExamples(beam.PTransform):
     split, `split_tag(name)`), BatchStats (tagged `stats`) and the rows that cannot be encoded
     (tagged `bad`, dead-letter dicts; the batch is encoded without them).
 
-    `splits`: (name, weight) pairs; a record goes to a split by `assign_splits` of the `key`
-    column (or of its own bytes) with `salt`.
+    `splits`: (name, weight) pairs; a batch whose `split` is set (AssignSplits ran before
+    preprocessing) goes to that split whole; otherwise each record goes to a split by
+    `assign_splits` of the `key` column (or of its own bytes) with `salt`.
     """
 
     def __init__(

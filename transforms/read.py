@@ -35,6 +35,7 @@ __all__ = [
     "CsvOptions",
     "InputError",
     "ReadTable",
+    "ReadTask",
     "TableBatch",
     "WorkItem",
     "detect_format",
@@ -85,6 +86,8 @@ class TableBatch:
     source: str
     first_row: int
     rows: np.ndarray | None = dataclasses.field(default=None, compare=False)
+    task: int = 0  # the ReadTask it came from (the writer keeps a task's rows together)
+    split: str | None = None  # set once splits are assigned before preprocessing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +95,17 @@ class WorkItem:
     path: str
     row_group: int | None  # None: the whole file (CSV)
     first_row: int
+    num_rows: int | None = None  # a row group's rows (None for CSV: not known before reading)
+    source_bytes: int = 0  # a row group's uncompressed bytes, a CSV file's size on disk
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """Work items one worker reads in order, in one go: the rows of one set of output shards
+    (see transforms/shard_plan.py)."""
+
+    index: int
+    items: tuple[WorkItem, ...]
 
 
 def _is_local(path: str) -> bool:
@@ -285,15 +299,19 @@ def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
 def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
     """Parquet: one item per row group (the unit a worker reads); CSV: one item per file."""
     if fmt == "csv":
-        return [WorkItem(p, None, 0) for p in paths]
+        sizes = {
+            m.path: m.size_in_bytes for r in FileSystems.match(list(paths)) for m in r.metadata_list
+        }
+        return [WorkItem(p, None, 0, None, int(sizes.get(p, 0))) for p in paths]
     items = []
     for path in paths:
         meta = _parquet_file(path).metadata
         first = 0
         for rg in range(meta.num_row_groups):
-            if meta.row_group(rg).num_rows:  # an empty row group is no work
-                items.append(WorkItem(path, rg, first))
-            first += meta.row_group(rg).num_rows
+            group = meta.row_group(rg)
+            if group.num_rows:  # an empty row group is no work
+                items.append(WorkItem(path, rg, first, group.num_rows, int(group.total_byte_size)))
+            first += group.num_rows
     return items
 
 
@@ -426,12 +444,12 @@ def read_work_item(
 
 
 class _ReadDoFn(beam.DoFn):
-    """WorkItem -> TableBatch (main output) and the rows that cannot be read (tagged `bad`)."""
+    """ReadTask -> TableBatch (main output) and the rows that cannot be read (tagged `bad`)."""
 
     def __init__(self, fmt: str, schema: pa.Schema, csv: CsvOptions, batch_rows: int) -> None:
         self._args = (fmt, schema, csv, batch_rows)
 
-    def process(self, item: WorkItem) -> Iterator:
+    def process(self, task: ReadTask) -> Iterator:
         bad: list[dict[str, Any]] = []
 
         def flush() -> Iterator:
@@ -440,26 +458,29 @@ class _ReadDoFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(BAD_TAG, row)
             bad.clear()
 
-        for batch in read_work_item(item, *self._args, on_bad=bad.append):
-            yield from flush()
-            yield batch
+        for item in task.items:
+            for batch in read_work_item(item, *self._args, on_bad=bad.append):
+                yield from flush()
+                yield dataclasses.replace(batch, task=task.index)
         yield from flush()
 
 
 class ReadTable(beam.PTransform):
-    """Files -> TableBatch elements, main output `batches` (one work item per row group or CSV
-    file, then Reshuffle); the rows that cannot be read go to the output tagged `bad`."""
+    """Files -> TableBatch elements, main output `batches` (ReadTasks, or one task per work
+    item, then Reshuffle); the rows that cannot be read go to the output tagged `bad`."""
 
     def __init__(
         self,
-        work: Sequence[WorkItem],
+        work: Sequence[WorkItem | ReadTask],
         fmt: str,
         schema: pa.Schema,
         csv: CsvOptions,
         batch_rows: int,
     ) -> None:
         super().__init__()
-        self._work = list(work)
+        self._work = [
+            w if isinstance(w, ReadTask) else ReadTask(i, (w,)) for i, w in enumerate(work)
+        ]
         self._fmt = fmt
         self._schema = schema
         self._csv = csv
@@ -469,7 +490,7 @@ class ReadTable(beam.PTransform):
         read = _ReadDoFn(self._fmt, self._schema, self._csv, self._batch_rows)
         return (
             pbegin
-            | "WorkItems" >> beam.Create(self._work)
+            | "Tasks" >> beam.Create(self._work)
             | "Spread" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(read).with_outputs(BAD_TAG, main="batches")  # TableBatch
         )

@@ -1,22 +1,43 @@
-"""Splits: each record goes to a split chosen by a stable hash, and an encoded batch is cut into
-one batch per split.
+"""Splits: each source row goes to a split chosen by a stable hash of its source values.
 
 The hash is the project's 64-bit hash (FNV-1a 64 then MurmurHash3's fmix64, see
 transforms/preprocess/hashing.py) of the salt's UTF-8 bytes followed by the key: the key
 column's value bytes (UTF-8 text, binary, an integer's decimal text; a null is no bytes), or,
-without a key column, the row's serialized tf.train.Example. It depends on nothing but those
-bytes, so a row lands in the same split across runs, runners and machines.
+without a key column, the source row serialized as the tf.train.Example the job writes for it
+with no transforms and default column options. It depends on nothing but the source row, so a
+row lands in the same split across runs, runners and machines, and whatever the transforms do.
+
+Where it runs: with transforms, `AssignSplits` cuts each source batch into one batch per split
+before preprocessing (so analyzers can be fitted on the train split alone). Without, the records
+the job writes are those very bytes, and the encoder hashes them as it writes them (no second
+encoding): `assign_splits` on the encoded batch, then `partition_records`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transforms.columns import to_kernel_column
+from transforms.deadletter import BAD_TAG, count_bad, isolate_bad_rows, take_rows
+from transforms.example_kernel import encode_records
 from transforms.preprocess.hashing import hash_ranges_kernel
+from transforms.read import TableBatch
+from transforms.schema import FeatureSpec
 
-__all__ = ["assign_splits", "hash_ranges", "partition_records"]
+__all__ = [
+    "AssignSplits",
+    "KeepSplit",
+    "assign_splits",
+    "hash_ranges",
+    "partition_records",
+    "split_batch",
+]
 
 HEADER_BYTES, FOOTER_BYTES = 12, 4  # TFRecord frame: length (8) + its crc (4) ... data crc (4)
 
@@ -87,3 +108,84 @@ def partition_records(
         np.cumsum(lengths[chosen], out=off[1:])
         out.append((data, off))
     return out
+
+
+def _row_examples(batch: TableBatch, specs: Sequence[FeatureSpec]) -> tuple[np.ndarray, np.ndarray]:
+    columns = [
+        to_kernel_column(batch.table, spec, batch.source, batch.first_row, batch.rows)[0]
+        for spec in specs
+    ]
+    return encode_records(columns, batch.table.num_rows, framed=False)
+
+
+def split_batch(
+    batch: TableBatch,
+    splits: Sequence[tuple[str, int]],
+    salt: str,
+    key: str | None,
+    specs: Sequence[FeatureSpec],
+) -> list[TableBatch]:
+    """The batch cut into one TableBatch per split that gets rows (each with `split` set).
+
+    `specs`: the source's features with default options (the whole-row key, when `key` is None).
+    Raises ConversionError (naming file, row and column) for a row that cannot be serialized.
+    """
+    weights = [w for _, w in splits]
+    if key is not None:
+        ids = assign_splits(weights, salt, key=batch.table.column(key))
+    else:
+        buffer, offsets = _row_examples(batch, specs)
+        ids = assign_splits(weights, salt, buffer=buffer, offsets=offsets)
+    out = []
+    for s, (name, _) in enumerate(splits):
+        chosen = np.flatnonzero(ids == s)
+        if chosen.size == batch.table.num_rows:
+            return [dataclasses.replace(batch, split=name)]
+        if chosen.size:
+            out.append(dataclasses.replace(take_rows(batch, chosen), split=name))
+    return out
+
+
+class _AssignDoFn(beam.DoFn):
+    def __init__(self, splits, salt, key, specs) -> None:  # noqa: ANN001
+        self._args = (list(splits), salt, key, list(specs))
+
+    def process(self, batch: TableBatch) -> Iterator:
+        parts, bad = isolate_bad_rows(batch, lambda b: split_batch(b, *self._args), "split")
+        count_bad("split", bad)
+        for row in bad:
+            yield beam.pvalue.TaggedOutput(BAD_TAG, row)
+        yield from parts or []
+
+
+@beam.typehints.with_input_types(TableBatch)
+class AssignSplits(beam.PTransform):
+    """TableBatch from the source -> TableBatch of one split each (main output `batches`); a row
+    that cannot be hashed goes to the output tagged `bad` (a dead-letter dict)."""
+
+    def __init__(
+        self,
+        splits: Sequence[tuple[str, int]],
+        salt: str,
+        key: str | None,
+        specs: Sequence[FeatureSpec],
+    ) -> None:
+        super().__init__()
+        self._splits, self._salt, self._key, self._specs = list(splits), salt, key, list(specs)
+
+    def expand(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        fn = _AssignDoFn(self._splits, self._salt, self._key, self._specs)
+        return batches | "Assign" >> beam.ParDo(fn).with_outputs(BAD_TAG, main="batches")
+
+
+@beam.typehints.with_input_types(TableBatch)
+@beam.typehints.with_output_types(TableBatch)
+class KeepSplit(beam.PTransform):
+    """The batches of one split (after AssignSplits)."""
+
+    def __init__(self, split: str) -> None:
+        super().__init__()
+        self._split = split
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        return batches | "Keep" >> beam.Filter(lambda b, s=self._split: b.split == s)

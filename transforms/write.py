@@ -1,27 +1,41 @@
-"""The sinks: encoded batches -> sharded TFRecord files, through Beam's file-sink machinery.
+"""The sinks: encoded batches of one split -> its final shard files.
 
-Two sinks, selected by `sink`:
-- "blocks" (default): one element per batch; the batch arrives already framed (length,
-  masked crc32c, data, masked crc32c per record) and is appended to the shard as one block.
-  With gzip each block is compressed on its own into one gzip member: a file of concatenated
-  members is a standard .gz file that TensorFlow, Beam and Python's gzip all read whole.
-- "tfrecordio": Beam's WriteToTFRecord, one element per record (Beam frames each record).
-Both use Beam's FileBasedSink: temp files, then finalize and rename into place.
+`WriteShards` picks how (see transforms/shard_files.py for the files themselves):
+- sink "blocks" (default): batches arrive already framed (length, masked crc32c, data, masked
+  crc32c per record) and are written as blocks, gzip one member per block.
+  - by default each ReadTask's rows are written where they are encoded, in files of the target
+    size (tasks as transforms/shard_plan.py planned them): no shuffle, shards of even size;
+  - with `num_shards` > 0, or a shuffle seed, every batch is cut into one piece per shard and
+    the pieces meet by shard (a GroupByKey): exactly `num_shards` files, or a seeded global
+    shuffle.
+  Temp files go to `temp_dir` and are renamed into place once all are written.
+- sink "tfrecordio": Beam's WriteToTFRecord, one element per record (Beam frames each record;
+  Beam's own sharding: `num_shards`, or 0 for the runner's choice).
 """
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable
+import uuid
 
 import apache_beam as beam
-from apache_beam import coders
-from apache_beam.io import filebasedsink
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.iobase import Write
 from apache_beam.io.tfrecordio import WriteToTFRecord
 
+from transforms.compression import (
+    COMPRESSIONS,
+    GZIP_BACKENDS,
+    check_level,
+    file_suffix,
+    gzip_compressor,
+)
 from transforms.encode import EncodedBatch
+from transforms.shard_files import (
+    ShardFile,
+    _RollingWriteDoFn,
+    _ToShardsDoFn,
+    _WriteShardDoFn,
+    finalize_shards,
+)
 
 __all__ = [
     "COMPRESSIONS",
@@ -33,126 +47,104 @@ __all__ = [
     "gzip_compressor",
 ]
 
-COMPRESSIONS = ("gzip", "zlib", "none")
 SINKS = ("blocks", "tfrecordio")
-GZIP_BACKENDS = ("isal", "zlib")
-# Measured on the benchmark table (bench/): isal level 2 compresses ~13x faster than zlib level 6
-# for a ~14% larger file; zlib level 6 is what Beam's WriteToTFRecord uses.
-DEFAULT_LEVEL = {"isal": 2, "zlib": 6}
-_LEVELS = {"isal": range(0, 4), "zlib": range(0, 10)}
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
+DEFAULT_TARGET_BYTES = 128 << 20
 
 _BEAM_COMPRESSION = {
     "gzip": CompressionTypes.GZIP,
     "zlib": CompressionTypes.DEFLATE,
     "none": CompressionTypes.UNCOMPRESSED,
 }
-_SUFFIX = {"gzip": ".tfrecord.gz", "zlib": ".tfrecord.deflate", "none": ".tfrecord"}
 
 
-def file_suffix(compression: str) -> str:
-    return _SUFFIX[compression]
-
-
-def check_level(backend: str, level: int | None) -> int:
-    """The level to use (the backend's default for None); raises for one it does not have."""
-    if backend not in GZIP_BACKENDS:
-        raise ValueError(f"gzip backend {backend!r} is not one of {list(GZIP_BACKENDS)}")
-    if level is None:
-        return DEFAULT_LEVEL[backend]
-    if level not in _LEVELS[backend]:
-        levels = _LEVELS[backend]
-        raise ValueError(
-            f"{backend} has compression levels {levels.start}-{levels.stop - 1}, not {level}"
-        )
-    return level
-
-
-def gzip_compressor(level: int | None, backend: str) -> Callable[[memoryview], bytes]:
-    """A function that turns one block into one complete gzip member."""
-    level = check_level(backend, level)
-    if backend == "isal":
-        from isal import isal_zlib
-
-        return lambda data: isal_zlib.compress(data, level, wbits=31)
-    return lambda data: zlib.compress(data, level, wbits=31)
-
-
-class _FramedBlockSink(filebasedsink.FileBasedSink):
-    """Writes EncodedBatch blocks of framed records as they are (gzip: one member per block)."""
-
-    def __init__(
-        self, prefix: str, compression: str, num_shards: int, level: int | None, backend: str
-    ) -> None:
-        # Gzip is applied per block here; zlib streams through Beam's compressed file handle.
-        handle_compression = (
-            CompressionTypes.DEFLATE if compression == "zlib" else (CompressionTypes.UNCOMPRESSED)
-        )
-        super().__init__(
-            file_path_prefix=prefix,
-            coder=coders.BytesCoder(),
-            file_name_suffix=file_suffix(compression),
-            num_shards=num_shards,
-            shard_name_template=SHARD_TEMPLATE,
-            mime_type="application/octet-stream",
-            compression_type=handle_compression,
-        )
-        self._gzip = compression == "gzip"
-        self._level = level
-        self._backend = backend
-        self._compress: Callable[[memoryview], bytes] | None = None
-
-    def write_record(self, file_handle, value: EncodedBatch) -> None:  # noqa: ANN001
-        if not value.framed:
-            raise ValueError("the blocks sink needs framed records (EncodeExamples(framed=True))")
-        data = memoryview(value.buffer)
-        if self._gzip:
-            if self._compress is None:
-                self._compress = gzip_compressor(self._level, self._backend)
-            data = self._compress(data)
-        file_handle.write(data)
+def _tfrecordio_shard(path: str, split: str) -> ShardFile:
+    return ShardFile(split, path, None, None)
 
 
 class WriteShards(beam.PTransform):
-    """EncodedBatch -> shard files `<prefix>-SSSSS-of-NNNNN<suffix>`; outputs their paths."""
+    """EncodedBatch of split `split` -> ShardFile per final shard `<prefix>-SSSSS-of-NNNNN...`.
+
+    `target_bytes`: the size at which the rolling write starts a new file; `num_shards` > 0
+    or `shuffle_seed`: a grouped write into exactly `num_shards` files; `temp_dir`: where the
+    blocks sink writes before it renames (a directory of the output, unique to the run, that
+    the caller removes; by default one beside `prefix` that this transform removes).
+    """
 
     def __init__(
         self,
         prefix: str,
+        split: str = "train",
         compression: str = "gzip",
         num_shards: int = 0,
         sink: str = "blocks",
         level: int | None = None,
         backend: str = "isal",
+        temp_dir: str | None = None,
+        shuffle_seed: int | None = None,
+        target_bytes: int = DEFAULT_TARGET_BYTES,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression {compression!r} is not one of {list(COMPRESSIONS)}")
         if sink not in SINKS:
             raise ValueError(f"sink {sink!r} is not one of {list(SINKS)}")
+        if shuffle_seed is not None and num_shards < 1:
+            raise ValueError("a shuffled write needs the number of shards")
+        if sink == "tfrecordio" and shuffle_seed is not None:
+            raise ValueError("the tfrecordio sink does not shuffle; use the blocks sink")
         check_level(backend, level)
         self._prefix = prefix
+        self._split = split
         self._compression = compression
         self._num_shards = num_shards
         self._sink = sink
         self._level = level
         self._backend = backend
+        self._own_temp_dir = temp_dir is None
+        self._temp_dir = temp_dir or f"{prefix}-temp-{uuid.uuid4().hex[:16]}"
+        self._seed = shuffle_seed
+        self._target = target_bytes
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
-        if self._sink == "blocks":
-            sink = _FramedBlockSink(
-                self._prefix, self._compression, self._num_shards, self._level, self._backend
+        if self._sink == "tfrecordio":
+            return (
+                batches
+                | "SplitRecords" >> beam.FlatMap(EncodedBatch.records)  # bytes per record
+                | "WriteToTFRecord"
+                >> WriteToTFRecord(
+                    self._prefix,
+                    file_name_suffix=file_suffix(self._compression),
+                    num_shards=self._num_shards,
+                    shard_name_template=SHARD_TEMPLATE,
+                    compression_type=_BEAM_COMPRESSION[self._compression],
+                )  # str: final shard path
+                | "Shards" >> beam.Map(_tfrecordio_shard, self._split)
             )
-            return batches | "WriteBlocks" >> Write(sink)  # str: final shard paths
+        args = (self._split, self._temp_dir, self._compression, self._level, self._backend)
+        if self._num_shards > 0:
+            parts = (
+                batches
+                | "ToShards" >> beam.ParDo(_ToShardsDoFn(self._num_shards, self._seed))
+                # (shard index, EncodedBatch)
+                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [EncodedBatch])
+                | "WriteShard" >> beam.ParDo(_WriteShardDoFn(*args, self._seed))  # ShardPart
+            )
+        else:
+            writer = _RollingWriteDoFn(*args, self._target)
+            parts = batches | "WriteParts" >> beam.ParDo(writer)  # ShardPart (temp file)
         return (
-            batches
-            | "SplitRecords" >> beam.FlatMap(EncodedBatch.records)  # bytes per record
-            | "WriteToTFRecord"
-            >> WriteToTFRecord(
+            batches.pipeline
+            | "Once" >> beam.Create([None])
+            | "Finalize"
+            >> beam.FlatMap(
+                finalize_shards,
+                beam.pvalue.AsList(parts),
+                self._split,
                 self._prefix,
-                file_name_suffix=file_suffix(self._compression),
-                num_shards=self._num_shards,
-                shard_name_template=SHARD_TEMPLATE,
-                compression_type=_BEAM_COMPRESSION[self._compression],
-            )
+                self._compression,
+                self._num_shards,
+                self._temp_dir,
+                self._own_temp_dir,
+            )  # ShardFile
         )

@@ -163,7 +163,11 @@ def read_artifacts(directory: str, plan: PreprocessPlan) -> dict[int, dict[str, 
 
 
 def manifest_section(
-    plan: PreprocessPlan, files: list[str], output_dir: str, reused_from: str | None
+    plan: PreprocessPlan,
+    files: list[str],
+    output_dir: str,
+    reused_from: str | None,
+    fitted_on: str | None = None,
 ) -> dict[str, Any]:
     """The manifest's `transform` section: the steps as configured and the artifact files."""
     prefix = output_dir.rstrip("/") + "/"
@@ -175,5 +179,7 @@ def manifest_section(
         "steps": plan.configured(),
         "analysis_passes": 0 if reused_from else plan.num_passes,
         "artifacts_from": reused_from,
+        # the split the analyzers saw (None: every row, or none fitted in this run)
+        "fitted_on_split": fitted_on,
         "files": sorted(relative(f) for f in files),
     }

@@ -91,7 +91,7 @@ class Analyze(beam.PTransform):
 
     Each batch goes through the steps that pass depends on (fitted in earlier passes, the side
     input `fitted`); each analyzer takes its column where it stands in the list. When splits
-    exist, the input is to be the train split only.
+    exist, the input is the fit split only (see FitPreprocess).
     """
 
     def __init__(self, plan: PreprocessPlan, level: int, fitted: beam.pvalue.AsSingleton) -> None:
@@ -117,9 +117,9 @@ def _merged(new: Fitted, old: Fitted) -> Fitted:
 class FitPreprocess(beam.PTransform):
     """PBegin -> one {step index: result} for every analyzer of the plan.
 
-    `read()` makes a fresh source transform (main output `batches`, as `ReadTable`'s): each
-    analysis pass reads the input again (memory
-    does not grow with the input). With `artifacts` (a directory checked at construction), the
+    `read()` makes a fresh transform PBegin -> TableBatch of the rows to fit on (the source, or
+    its train split alone): each analysis pass reads the input again (memory does not grow
+    with the input). With `artifacts` (a directory checked at construction), the
     results are read from a previous run's files instead, and nothing is read twice.
     """
 
@@ -145,7 +145,7 @@ class FitPreprocess(beam.PTransform):
         fitted = pbegin | "Nothing" >> beam.Create([{}])
         for level in range(1, plan.num_passes + 1):
             # Rows the source cannot read are reported by the full run's read, not here.
-            batches = (pbegin | f"ReadTable[pass{level}]" >> self._read()).batches
+            batches = pbegin | f"ReadTable[pass{level}]" >> self._read()  # TableBatch
             side = beam.pvalue.AsSingleton(fitted)
             new = batches | f"Analyze[pass{level}]" >> Analyze(plan, level, side)
             fitted = new | f"Merge[pass{level}]" >> beam.Map(_merged, side)

@@ -287,7 +287,7 @@ def apply_steps(
     table, rows, _ = _walk(plan, batch, fitted, None)
     if table.num_rows == 0:
         return None
-    return TableBatch(table=table, source=batch.source, first_row=batch.first_row, rows=rows)
+    return dataclasses.replace(batch, table=table, rows=rows)
 
 
 def analysis_inputs(

@@ -1,0 +1,246 @@
+"""The job at construction: everything that can be known before the pipeline runs, checked once.
+
+`plan_job(config)` matches the inputs, agrees on one schema, maps it to features, decides where
+splits are assigned, measures a sample to plan the shards, and raises on anything known bad
+(naming the file, the column, the key) before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable, Mapping
+
+import pyarrow as pa
+
+from pipeline.config import JobConfig
+from pipeline.drift import check_drift, load_expected
+from pipeline.output_dir import clear_leftovers, clear_previous_output
+from transforms.columns import infer_shape, leaf_array
+from transforms.compression import ZLIB_LEVEL, gzip_compressor
+from transforms.preprocess.artifacts import check_artifacts
+from transforms.preprocess.plan import PreprocessPlan, plan_preprocess
+from transforms.preprocess.spec import StepError
+from transforms.read import (
+    InputError,
+    TableBatch,
+    WorkItem,
+    detect_format,
+    input_schema,
+    match_inputs,
+    plan_work,
+    read_work_item,
+)
+from transforms.schema import (
+    ColumnOptions,
+    FeatureSpec,
+    SchemaError,
+    nested_list_columns,
+    plan_features,
+)
+from transforms.shard_plan import ShardPlan, output_bytes_per_input_byte, plan_shards
+
+__all__ = ["JobPlan", "plan_job"]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlan:
+    """Everything known at construction: files, format, schema, features, shards.
+
+    `schema` is the input's; `specs` are planned from the schema after preprocessing;
+    `source_specs` are the input's features with default options (the whole-row split key).
+    """
+
+    config: JobConfig
+    paths: tuple[str, ...]
+    fmt: str
+    schema: pa.Schema
+    specs: tuple[FeatureSpec, ...]
+    work: tuple[WorkItem, ...]
+    shards: ShardPlan
+    preprocess: PreprocessPlan | None = None  # None: no `transforms:` in the config
+    artifacts: str | None = None  # fitted analyzers to reuse (a previous output's transform/)
+    new_columns: tuple[str, ...] = ()  # features the expected schema (expect_schema) lacks
+    source_specs: tuple[FeatureSpec, ...] | None = None
+    split_before_preprocess: bool = False  # AssignSplits on source batches (else the encoder)
+    fit_split: str | None = None  # the split analyzers are fitted on; None: every row
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the records of every split are grouped by shard (no rolling write)."""
+        config = self.config
+        return config.num_shards > 0 or len(config.shuffle) == len(config.splits)
+
+
+def _first_batch(work: WorkItem, fmt: str, schema: pa.Schema, config: JobConfig) -> TableBatch:
+    """The first batch of the first work item (bad rows left out: the run reports them)."""
+    batches = read_work_item(work, fmt, schema, config.csv, config.batch_rows, lambda _: None)
+    return next(batches, None)
+
+
+def _inferred_shapes(
+    schema: pa.Schema,
+    columns: Mapping[str, ColumnOptions],
+    sample: TableBatch | None,
+    source_schema: pa.Schema,
+    where: str,
+) -> dict[str, tuple[int, ...]]:
+    """Shapes of nested list columns without a configured shape, from the first batch.
+
+    `schema` is the one the features come from; `source_schema` the input's. A column
+    preprocessing made or changed has no value to look at: it needs a shape.
+    """
+    needed = [
+        (name, path)
+        for name, path in nested_list_columns(schema)
+        if columns.get(name) is None or columns[name].shape is None
+    ]
+    shapes = {}
+    for name, path in needed:
+        unchanged = path[0] in source_schema.names and (
+            source_schema.field(path[0]).type == schema.field(path[0]).type
+        )
+        if not unchanged:
+            raise SchemaError(
+                f"column {name!r}: a nested list made or changed by transforms needs "
+                f"columns.{name}.shape (or a reshape step)"
+            )
+        shape = None if sample is None else infer_shape(leaf_array(sample.table, path))
+        if shape is None:
+            raise SchemaError(
+                f"column {name!r}: cannot infer the shape of a nested list from "
+                f"{where} (no value in its first batch); set columns.{name}.shape"
+            )
+        shapes[name] = shape
+    return shapes
+
+
+def _source_specs(
+    schema: pa.Schema, config: JobConfig, sample: TableBatch | None, where: str
+) -> tuple[FeatureSpec, ...] | None:
+    """The input's features with default options (configured shapes kept); None when a column
+    of the input has no feature mapping without its options."""
+    names = _leaf_names(schema)
+    shaped = {
+        name: ColumnOptions(shape=opts.shape)
+        for name, opts in config.columns.items()
+        if opts.shape is not None and name in names
+    }
+    try:
+        shapes = _inferred_shapes(schema, shaped, sample, schema, where)
+        return tuple(plan_features(schema, shaped, shapes))
+    except SchemaError:
+        return None
+
+
+def _leaf_names(schema: pa.Schema) -> set[str]:
+    """Feature names of the schema's leaves (struct fields are `parent.child`)."""
+    names: set[str] = set()
+
+    def visit(prefix: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit(f"{prefix}.{t.field(i).name}", t.field(i).type)
+        else:
+            names.add(prefix)
+
+    for field in schema:
+        visit(field.name, field.type)
+    return names
+
+
+def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
+    key = config.split_key
+    if key is None:
+        return
+    if key not in schema.names:
+        raise SchemaError(
+            f"split_key: column {key!r} is not a column of the input (columns: {schema.names})"
+        )
+    t = schema.field(key).type
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    keyable = (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+    if not keyable:
+        raise SchemaError(f"split_key: column {key!r} is {t}; a key is text, binary or integers")
+
+
+def _compressor(config: JobConfig) -> Callable[[memoryview], bytes] | None:
+    """What a block of records goes through on its way into a shard (for the size estimate)."""
+    if config.compression == "gzip":
+        return gzip_compressor(config.compression_level, config.gzip_backend)
+    if config.compression == "zlib":
+        return lambda data: zlib.compress(data, ZLIB_LEVEL)
+    return None
+
+
+def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
+    """Match inputs, agree on one schema and map it to features; raises on anything known bad.
+
+    `clear_output=False` (a dry run, which writes nothing) leaves the output directory alone.
+    """
+    paths = match_inputs(config.inputs)
+    fmt = detect_format(paths, config.format)
+    schema = input_schema(paths, fmt, config.csv)
+    work = plan_work(paths, fmt)
+    if not work:  # Parquet files without a row group
+        raise InputError(f"{', '.join(paths)}: no data row in the input (nothing to convert)")
+    sample = _first_batch(work[0], fmt, schema, config)
+    preprocess = plan_preprocess(config.transforms, schema) if config.transforms else None
+    artifacts = None
+    if config.transform_artifacts:
+        if preprocess is None:
+            raise StepError("transform_artifacts is given but the config has no transforms")
+        artifacts = check_artifacts(config.transform_artifacts, preprocess)  # before clearing
+    features = schema if preprocess is None else preprocess.output_schema
+    shapes = _inferred_shapes(features, config.columns, sample, schema, work[0].path)
+    specs = plan_features(features, config.columns, shapes)
+    _check_split_key(config, schema)
+    source_specs = _source_specs(schema, config, sample, work[0].path)
+    split_before = len(config.splits) > 1 and (
+        preprocess is not None or source_specs != tuple(specs)
+    )
+    if split_before and config.split_key is None and source_specs is None:
+        raise SchemaError(
+            "splits: without split_key a row's split is a hash of its source values, and a "
+            "column of the input cannot be serialized without its options; set split_key"
+        )
+    fit_split = None
+    if preprocess is not None and artifacts is None and preprocess.analyzers():
+        fit_split = config.analysis_split()
+    new_columns: list[str] = []
+    if config.expect_schema:  # before anything is deleted or written
+        expected = load_expected(config.expect_schema)
+        new_columns = check_drift(expected, specs, config.expect_schema)
+    ratio = output_bytes_per_input_byte(
+        work[0],
+        sample,
+        specs if preprocess is None else source_specs,
+        _compressor(config),
+        config.csv.header,
+    )
+    grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)
+    shards = plan_shards(work, ratio, config.splits, config.shard_mb, config.num_shards, grouped)
+    if clear_output:
+        clear_previous_output(config.output, config.overwrite)
+        clear_leftovers(config.output, config.splits)
+    return JobPlan(
+        config=config,
+        paths=tuple(paths),
+        fmt=fmt,
+        schema=schema,
+        specs=tuple(specs),
+        work=tuple(work),
+        shards=shards,
+        preprocess=preprocess,
+        artifacts=artifacts,
+        new_columns=tuple(new_columns),
+        source_specs=source_specs,
+        split_before_preprocess=split_before,
+        fit_split=fit_split,
+    )
