@@ -423,3 +423,26 @@ def test_artifacts_round_trip_and_must_match(tmp_path):
         check_artifacts(str(tmp_path), other)
     with pytest.raises(StepError, match=r"no statistics\.json"):
         check_artifacts(str(tmp_path / "nowhere"), plan)
+    assert stats["analyzers"][3]["after"] == [
+        {"step": 2, "kind": "zscore", "params": stats["analyzers"][2]["params"]}
+    ]
+
+
+def test_artifacts_fitted_after_other_steps_are_refused(tmp_path):
+    """The same analyzer at the same place, but a step before it that changes its input
+    changed: the stored statistics are of other values."""
+    table = pa.table({"x": pa.array([1.0, 2.0, None, 4.0, 50.0]), "y": pa.array([1, 2, 3, 4, 5])})
+    steps = [
+        {"fill_missing": {"column": "x", "value": 0.0}},
+        {"clip": {"column": "y", "max": 3}},  # does not touch x: not an input of the zscore
+        {"zscore": {"column": "x"}},
+    ]
+    plan = plan_of(steps, table.schema)
+    write_artifacts(fit(plan, batches_of(table, 2)), plan, str(tmp_path))
+    unrelated = plan_of([steps[0], {"clip": {"column": "y", "max": 4}}, steps[2]], table.schema)
+    assert check_artifacts(str(tmp_path), unrelated) == str(tmp_path)
+    changed = plan_of(
+        [{"fill_missing": {"column": "x", "value": 1.0}}, steps[1], steps[2]], table.schema
+    )
+    with pytest.raises(StepError, match=r"transforms\[2\].zscore'.*fitted this step after"):
+        check_artifacts(str(tmp_path), changed)

@@ -105,8 +105,8 @@ class BlockFile:
 
     def write(self, buffer: np.ndarray, rows: int) -> None:
         data: bytes | memoryview = memoryview(buffer)
-        if self._deflate is not None:
-            data = self._deflate.compress(data)
+        if self._deflate is not None:  # a sync flush per block: `bytes` is then what it holds
+            data = self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
         elif self._compress is not None:
             data = self._compress(data)
         self._put(data)

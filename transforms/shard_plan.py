@@ -59,7 +59,6 @@ class ShardPlan:
     target_bytes: int
 
 
-
 def compressed_size(framed: np.ndarray, compress: Callable[[memoryview], bytes] | None) -> int:
     """Bytes a block of framed records takes in a shard (`compress`: None for no compression)."""
     if compress is None:
@@ -183,6 +182,4 @@ def plan_shards(
         shards = {name: num_shards for name in fractions}
     else:
         shards = {name: max(1, round(estimated * f / target)) for name, f in fractions.items()}
-    return ShardPlan(
-        tasks, shards, int(estimated), bytes_per_input_byte, target
-    )
+    return ShardPlan(tasks, shards, int(estimated), bytes_per_input_byte, target)

@@ -6,8 +6,10 @@
 
 A later run with `--transform-artifacts DIR` (an output directory or its transform/) applies
 these results instead of fitting them again. Each analyzer step of the new config must match
-an entry of the same position, step name and parameters, else the job is refused at
-construction. Files are written and read through Beam's FileSystems (local, gs://, ...).
+an entry of the same position, step name and parameters, fitted after the same steps (every
+earlier step that changes the rows or the values it reads, with its parameters), else the job
+is refused at construction: a changed filter or fill before a zscore means other statistics.
+Files are written and read through Beam's FileSystems (local, gs://, ...).
 """
 
 from __future__ import annotations
@@ -55,6 +57,18 @@ def _json_params(params: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps(dict(params)))
 
 
+def _inputs(plan: PreprocessPlan, i: int) -> list[dict[str, Any]]:
+    """The steps the analyzer of step `i` was fitted after, as {"step", "kind", "params"}."""
+    return [
+        {
+            "step": j,
+            "kind": plan.steps[j].config.kind,
+            "params": _json_params(plan.steps[j].config.params),
+        }
+        for j in plan.inputs_of(i)
+    ]
+
+
 def statistics(plan: PreprocessPlan, fitted: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     """The statistics file's content (JSON-able)."""
     entries = []
@@ -68,6 +82,7 @@ def statistics(plan: PreprocessPlan, fitted: Mapping[int, Mapping[str, Any]]) ->
             "column": step.column,
             "output": step.output,
             "pass": plan.levels[i],
+            "after": _inputs(plan, i),
         }
         entry.update({k: v for k, v in fitted[i].items() if k not in _IN_FILES})
         if isinstance(step, VocabularyStep):
@@ -139,6 +154,13 @@ def check_artifacts(directory: str, plan: PreprocessPlan) -> str:
             raise StepError(
                 f"{step.config.source}: key '{step.config.key()}': {path} holds no result "
                 f"for this step (expected {expected} at step {i}, found {found})"
+            )
+        after = _inputs(plan, i)
+        if entry.get("after") != after:
+            raise StepError(
+                f"{step.config.source}: key '{step.config.key()}': {path} fitted this step "
+                f"after other steps (fitted after {entry.get('after')}, the config has {after}); "
+                "its statistics would not fit these values: fit it again"
             )
         if "file" in entry and not FileSystems.exists(FileSystems.join(resolved, entry["file"])):
             raise StepError(f"{path}: step {i}: {entry['file']} is missing")

@@ -161,6 +161,10 @@ class PreprocessPlan:
         """The steps as written in the config (for the manifest)."""
         return [{s.config.kind: dict(s.config.configured)} for s in self.steps]
 
+    def inputs_of(self, i: int) -> list[int]:
+        """The steps before step `i` that change the rows or the values it reads, in order."""
+        return sorted(_dependencies(self.steps, i))
+
 
 def _dependencies(steps: Sequence[Step], i: int) -> set[int]:
     """The steps before `i` that change the rows or the values step `i` reads."""

@@ -1,0 +1,301 @@
+"""Shard sizing (target MiB, even sizes without a shuffle), exact num_shards, the seeded global
+shuffle: plain functions first, then whole runs that read every record back."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from conftest import read_manifest, run_cli_captured
+
+from transforms.encode import EncodedBatch, encode_table
+from transforms.read import WorkItem
+from transforms.schema import plan_features
+from transforms.shard_files import (
+    BlockFile,
+    _concat,
+    _TaskFiles,
+    gather_records,
+    shard_ids,
+    shuffle_keys,
+)
+from transforms.shard_plan import csv_bytes_per_row, plan_shards, plan_tasks
+
+SPLITS = "splits: {train: 80, eval: 10, test: 10}\n"
+
+
+# ----------------------------------------------------------------------------- plain functions
+
+
+def test_plan_tasks_holds_at_least_the_task_size_and_keeps_order():
+    sizes = [5, 1, 1, 1, 9, 2, 2, 2, 2, 1]
+    groups = plan_tasks(sizes, 4)
+    assert [i for g in groups for i in g] == list(range(10))  # contiguous, in order
+    held = [sum(sizes[i] for i in g) for g in groups]
+    assert all(h >= 4 for h in held), held
+    assert groups == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9]]
+    assert plan_tasks([1, 1, 1], 100) == [[0, 1, 2]]
+    assert plan_tasks([], 10) == []
+    # a small last task joins the one before instead of making a small file of its own
+    assert plan_tasks([4, 4, 1], 4) == [[0], [1, 2]]
+
+
+def test_plan_shards_sizes_tasks_for_the_smallest_split():
+    work = [WorkItem(f"f{i}", 0, 0, 1000, 10 << 20) for i in range(40)]  # 40 x 10 MiB in
+    one = plan_shards(work, 1.0, [("train", 1)], shard_mb=20)
+    assert [len(t.items) for t in one.tasks] == [4] * 10  # 2 x target per task
+    three = plan_shards(work, 1.0, [("train", 80), ("eval", 10), ("test", 10)], shard_mb=10)
+    assert [len(t.items) for t in three.tasks] == [10] * 4  # eval gets ~1 target per task
+    assert three.estimated_bytes == 400 << 20
+    grouped = plan_shards(work, 0.5, [("train", 80), ("eval", 20)], shard_mb=10, grouped=True)
+    assert len(grouped.tasks) == 40  # one per item: the write groups by shard anyway
+    assert grouped.num_shards == {"train": 16, "eval": 4}
+    fixed = plan_shards(work, 0.5, [("a", 1), ("b", 1)], shard_mb=10, num_shards=3, grouped=True)
+    assert fixed.num_shards == {"a": 3, "b": 3}
+
+
+def test_csv_bytes_per_row_counts_compressed_bytes(tmp_path):
+    lines = "".join(f"{i},{'x' * (i % 50)}\n" for i in range(20000))
+    plain = tmp_path / "t.csv"
+    plain.write_text("id,s\n" + lines)
+    assert csv_bytes_per_row(str(plain), True) == pytest.approx(plain.stat().st_size / 20000)
+    packed = tmp_path / "t.csv.gz"
+    pacsv.write_csv(pacsv.read_csv(plain), pa.CompressedOutputStream(str(packed), "gzip"))
+    per_row = csv_bytes_per_row(str(packed), True)
+    assert per_row == pytest.approx(packed.stat().st_size / 20000, rel=0.01)
+
+
+def _framed(n: int, seed: int = 0, source: str = "t", first: int = 0) -> EncodedBatch:
+    rng = np.random.default_rng(seed)
+    table = pa.table({"id": pa.array(np.arange(first, first + n)), "x": pa.array(rng.random(n))})
+    return encode_table(table, plan_features(table.schema), source, first, framed=True)[0]
+
+
+def _ids(buffer: np.ndarray, offsets: np.ndarray) -> list[int]:
+    out = []
+    for a, b in itertools.pairwise(offsets):
+        record = bytes(buffer[a + 12 : b - 4])
+        out.append(tf.train.Example.FromString(record).features.feature["id"].int64_list.value[0])
+    return out
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib", "none"])
+def test_task_files_roll_at_the_limit_and_fold_the_last(tmp_path, compression):
+    from transforms.compression import gzip_compressor
+
+    compress = gzip_compressor(None, "isal") if compression == "gzip" else None
+    seq = iter(range(100))
+
+    def new_file(i: int) -> BlockFile:
+        path = str(tmp_path / f"part-{next(seq)}")
+        return BlockFile(path, compression, compress, (0, i), "train")
+
+    limit = 20_000
+    files = _TaskFiles(new_file, limit)
+    parts = []
+    for k in range(9):  # batches of about 11 KB framed: cut where a file fills
+        parts += files.write(_framed(300, seed=k, first=300 * k))
+    parts += files.close()
+    sizes = [p.bytes for p in parts]
+    assert all(limit <= s < 2 * limit for s in sizes), sizes
+    assert sum(p.rows for p in parts) == 2700
+    got = []
+    for p in sorted(parts, key=lambda p: p.order):
+        data = open(p.temp_path, "rb").read()
+        assert len(data) == p.bytes
+        records = tf.data.TFRecordDataset(p.temp_path, compression_type={
+            "gzip": "GZIP", "zlib": "ZLIB", "none": ""}[compression])  # fmt: skip
+        got += [
+            tf.train.Example.FromString(r.numpy()).features.feature["id"].int64_list.value[0]
+            for r in records
+        ]
+    assert got == list(range(2700))  # every record once, in order, across the rolled files
+    assert len(list(tmp_path.iterdir())) == len(parts)  # the folded file was removed
+
+
+def test_shard_ids_deal_round_robin_or_by_shuffle_key():
+    batch = _framed(1000)
+    counts = collections.Counter(shard_ids(batch, 7, None).tolist())
+    assert sorted(counts) == list(range(7)) and max(counts.values()) - min(counts.values()) <= 1
+    keyed = shard_ids(batch, 4, seed=3)
+    keys = shuffle_keys(batch, 3)
+    assert (keyed == ((keys >> np.uint64(62)).astype(np.int64))).all()  # top bits pick the range
+    assert not (shuffle_keys(batch, 4) == keys).all()
+
+
+def test_gather_records_reorders_whole_records():
+    a, b = _framed(50, first=0), _framed(70, seed=1, source="u", first=50)
+    buffer, offsets = _concat([a, b])
+    assert _ids(buffer, offsets) == list(range(120))
+    order = np.random.default_rng(0).permutation(120)
+    out, out_off = gather_records(buffer, offsets, order.astype(np.int64))
+    assert _ids(out, out_off) == order.tolist()
+
+
+# ----------------------------------------------------------------------------- whole runs
+
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory) -> Path:
+    """Six Parquet files of very different sizes and row widths, small row groups."""
+    root = tmp_path_factory.mktemp("skewed")
+    rng = np.random.default_rng(0)
+    start = 0
+    for f, n in enumerate([1500, 4000, 1000, 2500, 6500, 500]):
+        table = pa.table(
+            {
+                "id": pa.array(np.arange(start, start + n)),
+                "x": pa.array(rng.random(n).astype(np.float32)),
+                "s": pa.array(["abc" * (1 + (i % 7) * (f + 1)) for i in range(n)]),
+                "v": pa.array(
+                    list(rng.random((n, 8)).astype(np.float32)), pa.list_(pa.float32(), 8)
+                ),
+            }
+        )
+        pq.write_table(table, root / f"part{f}.parquet", row_group_size=800)
+        start += n
+    return root
+
+
+def convert(out: Path, inputs: Path, *args, config: str = "") -> dict:
+    argv = ["convert", "--input", str(inputs / "*.parquet"), "--output", out, *args]
+    if config:
+        (out.parent / f"{out.name}.yaml").write_text(config)
+        argv += ["--config", out.parent / f"{out.name}.yaml"]
+    result = run_cli_captured(argv)
+    assert result.code == 0, result.err
+    return read_manifest(out)
+
+
+def file_ids(files: list[Path], compression_type: str) -> list[int]:
+    return [
+        tf.train.Example.FromString(r.numpy()).features.feature["id"].int64_list.value[0]
+        for r in tf.data.TFRecordDataset([str(f) for f in files], compression_type)
+    ]
+
+
+def split_ids(out: Path, manifest: dict, split: str) -> list[int]:
+    files = [out / f for f in manifest["splits"][split]["files"]]
+    return file_ids(files, manifest["tf_compression_type"])
+
+
+def assert_even(out: Path, manifest: dict) -> None:
+    for name, split in manifest["splits"].items():
+        sizes = [(out / s["file"]).stat().st_size for s in split["shards"]]
+        assert [s["bytes"] for s in split["shards"]] == sizes
+        assert max(sizes) <= 2 * min(sizes), (name, sizes)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--shard-mb", "0.04"],
+        ["--shard-mb", "0.1", "--compression", "none"],
+        ["--shard-mb", "0.03", "--batch-rows", "300", "--compression", "zlib"],
+    ],
+)
+def test_sized_shards_are_even_and_hold_every_row(tmp_path, skewed, args):
+    out = tmp_path / "out"
+    manifest = convert(out, skewed, *args)
+    split = manifest["splits"]["train"]
+    assert len(split["files"]) >= 4
+    assert_even(out, manifest)
+    assert sum(s["rows"] for s in split["shards"]) == split["rows"] == 16000
+    assert sorted(split_ids(out, manifest, "train")) == list(range(16000))
+    total = sum(s["bytes"] for s in split["shards"])
+    target = float(args[1]) * 2**20
+    assert len(split["files"]) == pytest.approx(total / target, rel=0.5)
+    assert not [p for p in out.iterdir() if p.name.startswith("beam-temp")]
+
+
+def test_sized_shards_with_splits_are_even_per_split(tmp_path, skewed):
+    out = tmp_path / "out"
+    manifest = convert(out, skewed, "--shard-mb", "0.015", config=SPLITS)
+    assert_even(out, manifest)
+    assert sum(len(manifest["splits"][s]["files"]) for s in ("eval", "test")) >= 4
+    ids = [i for s in ("train", "eval", "test") for i in split_ids(out, manifest, s)]
+    assert sorted(ids) == list(range(16000))
+
+
+def test_num_shards_gives_exactly_that_many_even_files_the_same_every_run(tmp_path, skewed):
+    first = convert(tmp_path / "a", skewed, "--num-shards", "5")
+    third = convert(tmp_path / "c", skewed, "--num-shards", "5")
+    assert first["splits"]["train"]["files"] == [
+        f"train-{i:05d}-of-00005.tfrecord.gz" for i in range(5)
+    ]
+    rows = [s["rows"] for s in first["splits"]["train"]["shards"]]
+    assert max(rows) - min(rows) <= 20  # dealt round-robin from every batch
+    for name in first["splits"]["train"]["files"]:  # deterministic file contents
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "c" / name).read_bytes()
+    assert sorted(split_ids(tmp_path / "a", first, "train")) == list(range(16000))
+    assert third["sharding"]["num_shards"] == 5
+
+
+def test_more_shards_than_records_writes_empty_readable_shards(tmp_path):
+    path = tmp_path / "in"
+    path.mkdir()
+    pq.write_table(pa.table({"id": [1, 2, 3]}), path / "t.parquet")
+    manifest = convert(tmp_path / "out", path, "--num-shards", "8", "--compression", "zlib")
+    assert len(manifest["splits"]["train"]["files"]) == 8
+    assert sorted(split_ids(tmp_path / "out", manifest, "train")) == [1, 2, 3]
+
+
+def test_seeded_shuffle_is_global_repeatable_and_loses_nothing(tmp_path, skewed):
+    a = convert(tmp_path / "a", skewed, "--shard-mb", "0.1", "--shuffle", "--shuffle-seed", "7")
+    b = convert(tmp_path / "b", skewed, "--shuffle", "--shuffle-seed", "7", "--num-shards", "3",
+                "--batch-rows", "999")  # fmt: skip
+    assert a["sharding"]["shuffle"] == {"splits": ["train"], "seed": 7}
+    ids_a = split_ids(tmp_path / "a", a, "train")
+    assert sorted(ids_a) == list(range(16000))
+    assert len(a["splits"]["train"]["files"]) >= 3
+    # The order depends on the records and the seed alone, not on batching or shard count.
+    assert ids_a == split_ids(tmp_path / "b", b, "train")
+    # Global: the first shard holds rows from all over the input, in no order.
+    first = file_ids([tmp_path / "a" / a["splits"]["train"]["files"][0]], "GZIP")
+    assert min(first) < 500 and max(first) > 15500
+    assert abs(np.corrcoef(np.arange(len(ids_a)), np.array(ids_a))[0, 1]) < 0.05
+    assert_even(tmp_path / "a", a)
+
+
+def test_shuffle_only_the_train_split(tmp_path, skewed):
+    config = SPLITS + "split_key: id\nshuffle: [train]\nshuffle_seed: 1\n"
+    manifest = convert(tmp_path / "out", skewed, "--shard-mb", "0.05", config=config)
+    train = split_ids(tmp_path / "out", manifest, "train")
+    evals = split_ids(tmp_path / "out", manifest, "eval")
+    assert train != sorted(train) and evals == sorted(evals)
+    assert manifest["sharding"]["shuffle"]["splits"] == ["train"]
+
+
+def test_shuffle_with_the_tfrecordio_sink_is_refused(tmp_path, skewed):
+    result = run_cli_captured(
+        ["convert", "--input", str(skewed / "*.parquet"), "--output", tmp_path / "o",
+         "--shuffle", "--sink", "tfrecordio"]
+    )  # fmt: skip
+    assert result.code == 2 and "tfrecordio sink does not shuffle" in result.err
+
+
+def test_csv_files_are_sized_too(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for f in range(3):
+        n = [4000, 20000, 2000][f]
+        lines = "".join(f"{i + f * 100000},{'y' * (i % 40)},{i * 0.5}\n" for i in range(n))
+        (src / f"t{f}.csv").write_text("id,s,x\n" + lines)
+    out = tmp_path / "out"
+    result = run_cli_captured(
+        ["convert", "--input", str(src / "*.csv"), "--output", out, "--shard-mb", "0.05"]
+    )
+    assert result.code == 0, result.err
+    manifest = read_manifest(out)
+    assert len(manifest["splits"]["train"]["files"]) >= 4
+    assert_even(out, manifest)
+    assert manifest["rows"] == 26000
+    json.dumps(manifest)
