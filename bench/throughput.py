@@ -698,6 +698,18 @@ def e2e_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
             "cmd": lambda i, o: _cli(i, o, ["--compression", "none"]),
         },
         {
+            "name": "project gzip, --num-shards 8",
+            "kind": "project",
+            "compression": "gzip",
+            "cmd": lambda i, o: _cli(i, o, ["--compression", "gzip", "--num-shards", "8"]),
+        },
+        {
+            "name": "project gzip, --shuffle",
+            "kind": "project",
+            "compression": "gzip",
+            "cmd": lambda i, o: _cli(i, o, ["--compression", "gzip", "--shuffle"]),
+        },
+        {
             "name": "project gzip, sink tfrecordio",
             "kind": "project",
             "compression": "gzip",

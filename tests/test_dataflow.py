@@ -190,6 +190,9 @@ def test_flex_template_parameters_are_cli_flags():
     assert {"input", "output", "date"} <= {p["name"] for p in params}
     examples = {
         "num_shards": "4",
+        "shard_mb": "64",
+        "shuffle": "true",
+        "shuffle_seed": "3",
         "compression_level": "2",
         "batch_rows": "1000",
         "date": "2026-12-01",
