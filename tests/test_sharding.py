@@ -35,26 +35,33 @@ SPLITS = "splits: {train: 80, eval: 10, test: 10}\n"
 # ----------------------------------------------------------------------------- plain functions
 
 
-def test_plan_tasks_holds_at_least_the_task_size_and_keeps_order():
+def test_plan_tasks_makes_contiguous_tasks_of_about_equal_size():
     sizes = [5, 1, 1, 1, 9, 2, 2, 2, 2, 1]
-    groups = plan_tasks(sizes, 4)
+    groups = plan_tasks(sizes, 4)  # 26 bytes: 6 tasks of 4 or more
     assert [i for g in groups for i in g] == list(range(10))  # contiguous, in order
     held = [sum(sizes[i] for i in g) for g in groups]
-    assert all(h >= 4 for h in held), held
-    assert groups == [[0], [1, 2, 3, 4], [5, 6], [7, 8, 9]]
+    assert groups == [[0], [1, 2, 3], [4], [5, 6], [7, 8, 9]]  # task 4 of 6: inside item 4
+    assert held == [5, 3, 9, 4, 5]
     assert plan_tasks([1, 1, 1], 100) == [[0, 1, 2]]
     assert plan_tasks([], 10) == []
-    # a small last task joins the one before instead of making a small file of its own
-    assert plan_tasks([4, 4, 1], 4) == [[0], [1, 2]]
+    assert plan_tasks([10] * 8, 20) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert plan_tasks([10] * 9, 20) == [[0, 1], [2, 3], [4, 5, 6], [7, 8]]
 
 
-def test_plan_shards_sizes_tasks_for_the_smallest_split():
-    work = [WorkItem(f"f{i}", 0, 0, 1000, 10 << 20) for i in range(40)]  # 40 x 10 MiB in
-    one = plan_shards(work, 1.0, [("train", 1)], shard_mb=20)
-    assert [len(t.items) for t in one.tasks] == [4] * 10  # 2 x target per task
+def test_plan_shards_sizes_files_and_tasks():
+    mib = 1 << 20
+    work = [WorkItem(f"f{i}", 0, 0, 1000, 10 * mib) for i in range(40)]  # 40 x 10 MiB in
+    one = plan_shards(work, 1.0, [("train", 1)], shard_mb=20)  # two files' worth per task
+    assert one.target_bytes == 20 * mib and [len(t.items) for t in one.tasks] == [4] * 10
     three = plan_shards(work, 1.0, [("train", 80), ("eval", 10), ("test", 10)], shard_mb=10)
-    assert [len(t.items) for t in three.tasks] == [10] * 4  # eval gets ~1 target per task
-    assert three.estimated_bytes == 400 << 20
+    # eval's 10% of a task would be one file at 100 MiB tasks (4 tasks): 8 tasks are kept
+    assert [len(t.items) for t in three.tasks] == [5] * 8
+    assert three.estimated_bytes == 400 * mib
+    big = plan_shards(work * 10, 1.0, [("train", 80), ("eval", 10), ("test", 10)], shard_mb=10)
+    assert [len(t.items) for t in big.tasks] == [10] * 40  # 100 MiB tasks: 1 eval file each
+    small = plan_shards(work[:20], 1.0, [("train", 1)], shard_mb=128)  # 200 MiB in all
+    assert small.target_bytes == 32 * mib  # a quarter of the target: 3 tasks run in parallel
+    assert [len(t.items) for t in small.tasks] == [7, 6, 7]
     grouped = plan_shards(work, 0.5, [("train", 80), ("eval", 20)], shard_mb=10, grouped=True)
     assert len(grouped.tasks) == 40  # one per item: the write groups by shard anyway
     assert grouped.num_shards == {"train": 16, "eval": 4}

@@ -30,7 +30,7 @@ from transforms.schema import ConversionError, FeatureSpec
 __all__ = [
     "DEFAULT_SHARD_MB",
     "MAX_TASK_SHARDS",
-    "MIN_TASK_SHARDS",
+    "MIN_TASKS",
     "ShardPlan",
     "compressed_size",
     "csv_bytes_per_row",
@@ -41,8 +41,7 @@ __all__ = [
 
 DEFAULT_SHARD_MB = 128  # TFDS aims at 128 MiB too: large enough for fast reads, small enough to
 # spread over readers and hosts
-MIN_TASK_SHARDS = 2  # a task writes at least this many target-size files: enough room to cut
-# its rows into files of even size when row groups or files are about the target size
+MIN_TASKS = 8  # tasks the plan keeps, when the input allows files of a quarter of the target
 MAX_TASK_SHARDS = 16  # a task writes at most this many target-size files of its largest split
 _MB = 1 << 20
 
@@ -56,7 +55,7 @@ class ShardPlan:
     num_shards: Mapping[str, int]  # split -> shards of a grouped write
     estimated_bytes: int  # the whole output, all splits
     bytes_per_input_byte: float
-    target_bytes: int
+    target_bytes: int  # where the rolling writer starts a new file
 
 
 def compressed_size(framed: np.ndarray, compress: Callable[[memoryview], bytes] | None) -> int:
@@ -131,23 +130,21 @@ def output_bytes_per_input_byte(
 
 
 def plan_tasks(sizes: Sequence[float], task_bytes: float) -> list[list[int]]:
-    """Group consecutive work items (estimated output `sizes`) into tasks of at least
-    `task_bytes`: items are added to a task until it holds that much; a last task left with
-    less than half of it joins the one before."""
+    """Group consecutive work items (estimated output `sizes`) into tasks of about equal sums,
+    each about `task_bytes` or more: total / task_bytes tasks (rounded down, at least 1); item i
+    goes to the task its midpoint falls in."""
     n = len(sizes)
     if n == 0:
         return []
-    groups: list[list[int]] = [[]]
-    held = 0.0
-    for i, size in enumerate(sizes):
-        if held >= task_bytes:
-            groups.append([])
-            held = 0.0
-        groups[-1].append(i)
-        held += max(float(size), 0.0)
-    if len(groups) > 1 and held < task_bytes / 2:
-        groups[-2].extend(groups.pop())
-    return groups
+    held = np.maximum(np.asarray(sizes, dtype=np.float64), 0.0)
+    total = float(held.sum())
+    count = int(min(n, max(1, total // task_bytes))) if task_bytes > 0 and total > 0 else 1
+    mid = np.cumsum(held) - held / 2
+    owner = np.minimum((mid / max(total, 1e-300) * count).astype(np.int64), count - 1)
+    groups: dict[int, list[int]] = {}
+    for i, t in enumerate(owner.tolist()):
+        groups.setdefault(t, []).append(i)
+    return [groups[t] for t in sorted(groups)]
 
 
 def plan_shards(
@@ -162,10 +159,13 @@ def plan_shards(
     shard size. `grouped`: the records are grouped by shard (a shuffle, or `num_shards` > 0,
     which fixes the shards per split): one task per work item, no rolling.
 
-    A task holds enough rows to give the smallest split about one target-size file and at
-    least MIN_TASK_SHARDS of them in all, but at most MAX_TASK_SHARDS target-size files of the
-    largest split (else a 99/1 split would leave a few huge tasks and no parallelism: its small
-    split then gets smaller files, one per task).
+    The rolling writer starts a new file at `target_bytes`: `shard_mb`, or down to a quarter of
+    it when the input is too small for MIN_TASKS tasks of two such files (fewer tasks than
+    workers would slow the whole job down). A task holds two files' worth at least (room for
+    the estimate to be off: a task that makes less than one file's worth makes one small file),
+    and enough for one file of the smallest split, but less when that leaves fewer than
+    MIN_TASKS tasks (the small split then gets a smaller file per task) and at most
+    MAX_TASK_SHARDS files of the largest split (else a 99/1 split would leave a few huge tasks).
     """
     target = max(1, int(shard_mb * _MB))
     total_weight = sum(w for _, w in splits)
@@ -173,8 +173,9 @@ def plan_shards(
     sizes = [item.source_bytes * bytes_per_input_byte for item in work]
     estimated = float(sum(sizes))
     smallest, largest = min(fractions.values()), max(fractions.values())
-    task_bytes = min(
-        max(target / smallest, MIN_TASK_SHARDS * target), MAX_TASK_SHARDS * target / largest
+    limit = int(min(target, max(target / 4, estimated / (2 * MIN_TASKS))))
+    task_bytes = max(
+        2 * limit, min(limit / smallest, estimated / MIN_TASKS, MAX_TASK_SHARDS * limit / largest)
     )
     groups = [[i] for i in range(len(work))] if grouped else plan_tasks(sizes, task_bytes)
     tasks = tuple(ReadTask(t, tuple(work[i] for i in group)) for t, group in enumerate(groups))
@@ -182,4 +183,4 @@ def plan_shards(
         shards = {name: num_shards for name in fractions}
     else:
         shards = {name: max(1, round(estimated * f / target)) for name, f in fractions.items()}
-    return ShardPlan(tasks, shards, int(estimated), bytes_per_input_byte, target)
+    return ShardPlan(tasks, shards, int(estimated), bytes_per_input_byte, max(1, limit))
