@@ -244,8 +244,15 @@ def convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
 
 
+def _no_empty_error_sink_warning(record: logging.LogRecord) -> bool:
+    """Beam warns when a sink that may skip empty output has nothing to finalize: that is the
+    bad-row sink of every clean run, not a problem worth a warning."""
+    return not record.getMessage().startswith("No shards found to finalize")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam.io.filebasedsink").addFilter(_no_empty_error_sink_warning)
     args, beam_args = _parser().parse_known_args(argv)
     if args.command == "convert":
         return convert(args, beam_args)
