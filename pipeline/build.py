@@ -14,7 +14,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
-from pipeline.config import JobConfig
+from pipeline.config import JobConfig, config_to_json
 from pipeline.drift import check_drift, load_expected
 from pipeline.manifest import build_manifest, manifest_path, read_manifest, write_manifest
 from transforms.columns import infer_shape, leaf_array
@@ -270,6 +270,11 @@ def _finish(
         "salt": config.split_salt,
     }
     manifest["bad_rows"] = {"count": bad_count, "files": sorted(error_files)}
+    # The effective config (inputs as matched, format as detected): enough to derive the
+    # records again from the source (tfrecord-etl verify).
+    manifest["config"] = config_to_json(
+        dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)
+    )
     return write_manifest(plan.config.output, manifest)
 
 
