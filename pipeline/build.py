@@ -5,6 +5,7 @@ What can be known before the job runs is planned and checked in pipeline/plan.py
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 
@@ -12,6 +13,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
+from pipeline.config import config_to_json
 from pipeline.manifest import build_manifest, write_manifest
 from pipeline.output_dir import OutputExistsError, remove_empty_dir
 from pipeline.plan import JobPlan, plan_job
@@ -89,6 +91,11 @@ def _finish(
         else None,
     }
     manifest["bad_rows"] = {"count": bad_count, "files": sorted(error_files)}
+    # The effective config (inputs as matched, format as detected): enough to derive the
+    # records again from the source (tfrecord-etl verify).
+    manifest["config"] = config_to_json(
+        dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)
+    )
     return write_manifest(config.output, manifest)
 
 

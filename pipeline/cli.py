@@ -1,11 +1,13 @@
-"""Command line: `tfrecord-etl convert`. Argument parsing only; flags it does not know are
-Beam pipeline options and go to PipelineOptions unchanged."""
+"""Command line: `tfrecord-etl convert`, `inspect` and `verify`. Argument parsing only; flags
+`convert` does not know are Beam pipeline options and go to PipelineOptions unchanged."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -124,7 +126,61 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="manifest summary and first records as JSON")
     i.add_argument("path", help="an output directory or one .tfrecord[.gz|.deflate] file")
     i.add_argument("-n", "--records", type=int, default=5, help="records to show (default 5)")
+    v = sub.add_parser(
+        "verify",
+        help="check every record of an output against its manifest, and optionally its source",
+        description="Check an output: shards, crcs, parse against the manifest's features, "
+        "counts; with --source, the values row by row. Exit 0: every check passed; 1: a "
+        "mismatch or corruption (the report names it); 2: nothing checked (no manifest, bad "
+        "flags, a source that cannot be planned).",
+    )
+    v.add_argument("output", help="the output directory (holding manifest.json)")
+    v.add_argument(
+        "--source",
+        nargs="*",
+        metavar="PATH",
+        help="compare values with the source: these paths or globs, or with no PATH the files "
+        "the run read (the manifest lists them)",
+    )
+    v.add_argument(
+        "--config",
+        help="the run's config file, for a manifest without a config section (implies --source)",
+    )
+    v.add_argument(
+        "--sample",
+        type=_sample,
+        help="compare a seeded sample of the source rows: a fraction (0.05) or about N rows "
+        "(5000); every record is still read and checked (implies --source)",
+    )
+    v.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    v.add_argument(
+        "--json", action="store_true", help="the report as one JSON line (with the summary keys)"
+    )
+    v.add_argument(
+        "--max-findings",
+        "--max_findings",
+        type=int,
+        default=20,
+        help="findings shown per check (default 20; all are counted)",
+    )
     return parser
+
+
+def _sample(text: str) -> tuple[float | None, int | None]:
+    """--sample: (fraction, None) for "0.05", (None, count) for "5000"."""
+    if re.fullmatch(r"\d+", text):
+        if int(text) < 1:
+            raise argparse.ArgumentTypeError("a number of rows is at least 1")
+        return None, int(text)
+    try:
+        fraction = float(text)
+    except ValueError:
+        fraction = -1.0
+    if not 0.0 < fraction <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction in (0, 1] or a number of rows, got {text!r}"
+        )
+    return fraction, None
 
 
 def _true_or_false(text: str) -> bool:
@@ -244,6 +300,56 @@ def convert(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
 
 
+def verify(args: argparse.Namespace) -> int:
+    """`tfrecord-etl verify`: the report (or --json), then the JSON summary line."""
+    start = time.monotonic()
+    # TensorFlow (to parse the records) is imported by this command only; without its C++ info
+    # lines on stderr.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from pipeline.verify import SourceRequest, verify_output
+    from pipeline.verify_report import format_report
+
+    request = None
+    if args.source is not None or args.config or args.sample:
+        fraction, count = args.sample or (None, None)
+        request = SourceRequest(tuple(args.source or ()), args.config, fraction, count, args.seed)
+
+    def summary(code: int, status: str, **extra: Any) -> dict[str, Any]:
+        return run_summary(
+            status=status,
+            exit_code=code,
+            seconds=time.monotonic() - start,
+            output=args.output,
+            command="verify",
+            **extra,
+        )
+
+    try:
+        if args.max_findings < 1:
+            raise ValueError(f"--max-findings must be at least 1, not {args.max_findings}")
+        report = verify_output(args.output, request, args.max_findings)
+        manifest = read_manifest(args.output)
+    except (ValueError, OSError) as err:
+        print(f"tfrecord-etl: error: {err}", file=sys.stderr)
+        print(summary_line(summary(EXIT_USAGE, "invalid", error=str(err))), flush=True)
+        return EXIT_USAGE
+    code = EXIT_OK if report.ok else EXIT_FAILED
+    result = report.to_json()
+    line = summary(
+        code,
+        result["result"],
+        manifest=manifest,
+        records_read=report.checked["records"]["per_split"],
+        finding_counts=result["finding_counts"],
+    )
+    if args.json:
+        print(summary_line({**line, **result}), flush=True)
+    else:
+        print(format_report(report))
+        print(summary_line(line), flush=True)
+    return code
+
+
 def _no_empty_error_sink_warning(record: logging.LogRecord) -> bool:
     """Beam warns when a sink that may skip empty output has nothing to finalize: that is the
     bad-row sink of every clean run, not a problem worth a warning."""
@@ -253,9 +359,14 @@ def _no_empty_error_sink_warning(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam.io.filebasedsink").addFilter(_no_empty_error_sink_warning)
-    args, beam_args = _parser().parse_known_args(argv)
+    parser = _parser()
+    args, beam_args = parser.parse_known_args(argv)
     if args.command == "convert":
         return convert(args, beam_args)
+    if beam_args:
+        parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
+    if args.command == "verify":
+        return verify(args)
     if args.command == "inspect":
         try:
             report = inspect_path(args.path, args.records)

@@ -20,7 +20,7 @@ from transforms.schema import NULL_POLICIES, ColumnOptions
 from transforms.shard_plan import DEFAULT_SHARD_MB
 from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS, check_level
 
-__all__ = ["ConfigError", "JobConfig", "load_config"]
+__all__ = ["ConfigError", "JobConfig", "config_from_json", "config_to_json", "load_config"]
 
 
 class ConfigError(ValueError):
@@ -223,6 +223,11 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
             raise ConfigError(f"{path}: the config must be a mapping of keys to values")
         values.update(_from_mapping(path, raw))
     values.update(_from_mapping("command line", {k: v for k, v in flags.items() if v is not None}))
+    return _job_config(values)
+
+
+def _job_config(values: dict[str, Any]) -> JobConfig:
+    """Check what no single key can check alone; the JobConfig."""
     for key in ("inputs", "output"):
         if not values.get(key):
             flag = "--input" if key == "inputs" else "--output"
@@ -261,3 +266,34 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
     except ValueError as err:
         raise ConfigError(f"compression_level: {err}") from err
     return JobConfig(**values)
+
+
+def config_to_json(config: JobConfig) -> dict[str, Any]:
+    """The config as the keys of a YAML config file, JSON-able: the manifest's `config` section,
+    so a later reader (verify) can run the same read -> preprocess -> encode without the file."""
+    csv = dataclasses.asdict(config.csv)
+    csv["column_names"] = None if csv["column_names"] is None else list(csv["column_names"])
+    csv["null_values"] = list(csv["null_values"])
+    csv["column_types"] = dict(config.csv.column_types)
+    columns = {}
+    for name, opts in config.columns.items():
+        entry = dataclasses.asdict(opts)
+        entry["shape"] = None if opts.shape is None else list(opts.shape)
+        columns[name] = entry
+    scalars = {key: getattr(config, key) for key in _SCALARS}
+    return {
+        "input": list(config.inputs),
+        **scalars,
+        "csv": csv,
+        "columns": columns,
+        "transforms": [{step.kind: dict(step.configured)} for step in config.transforms],
+        "splits": dict(config.splits),  # JSON keeps the order, which the split hash depends on
+    }
+
+
+def config_from_json(data: Mapping[str, Any], source: str) -> JobConfig:
+    """A JobConfig from `config_to_json`'s form (a manifest's `config` section), checked as a
+    config file is; errors name `source` and the key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the config must be a mapping of keys to values")
+    return _job_config(_from_mapping(source, data))

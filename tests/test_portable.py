@@ -38,8 +38,10 @@ def convert(out: Path, *args) -> Path:
 
 
 def comparable(manifest: dict) -> dict:
-    """The manifest without what legitimately differs between runs (time, shard names)."""
+    """The manifest without what legitimately differs between runs (time, shard names, the
+    output directory in the config)."""
     out = {k: v for k, v in manifest.items() if k != "created"}
+    out["config"] = {k: v for k, v in manifest["config"].items() if k != "output"}
     out["splits"] = {name: s["rows"] for name, s in manifest["splits"].items()}
     return out
 

@@ -16,12 +16,11 @@ import pytest
 import tensorflow as tf
 from conftest import read_manifest, run_cli_captured
 
-from transforms.encode import EncodedBatch, encode_table
+from transforms.encode import EncodedBatch, concat_batches, encode_table
 from transforms.read import WorkItem
 from transforms.schema import plan_features
 from transforms.shard_files import (
     BlockFile,
-    _concat,
     _TaskFiles,
     gather_records,
     shard_ids,
@@ -140,7 +139,8 @@ def test_shard_ids_deal_round_robin_or_by_shuffle_key():
 
 def test_gather_records_reorders_whole_records():
     a, b = _framed(50, first=0), _framed(70, seed=1, source="u", first=50)
-    buffer, offsets = _concat([a, b])
+    joined = concat_batches([a, b])
+    buffer, offsets = joined.buffer, joined.offsets
     assert _ids(buffer, offsets) == list(range(120))
     order = np.random.default_rng(0).permutation(120)
     out, out_off = gather_records(buffer, offsets, order.astype(np.int64))

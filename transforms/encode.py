@@ -21,6 +21,7 @@ __all__ = [
     "EncodeExamples",
     "EncodedBatch",
     "MergeStats",
+    "concat_batches",
     "encode_table",
     "split_tag",
 ]
@@ -55,6 +56,19 @@ class EncodedBatch:
             pa.large_binary(), n, [None, pa.py_buffer(self.offsets), pa.py_buffer(self.buffer)]
         )
         return arr.to_pylist()
+
+
+def concat_batches(parts: Sequence[EncodedBatch]) -> EncodedBatch:
+    """The records of several encoded batches as one, in their order (the origin fields are
+    the first part's)."""
+    if len(parts) == 1:
+        return parts[0]
+    buffer = np.concatenate([p.buffer[p.offsets[0] : p.offsets[-1]] for p in parts])
+    offsets, base = [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        offsets.append(p.offsets[1:] - p.offsets[0] + base)
+        base += int(p.offsets[-1] - p.offsets[0])
+    return dataclasses.replace(parts[0], buffer=buffer, offsets=np.concatenate(offsets))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from numba import njit
 
 from transforms.compression import ZLIB_LEVEL, file_suffix, gzip_compressor
-from transforms.encode import EncodedBatch
+from transforms.encode import EncodedBatch, concat_batches
 from transforms.split import FOOTER_BYTES, HEADER_BYTES, hash_ranges, partition_records
 
 __all__ = [
@@ -305,16 +305,6 @@ class _ToShardsDoFn(beam.DoFn):
                 yield shard, dataclasses.replace(batch, buffer=part[0], offsets=part[1])
 
 
-def _concat(pieces: Sequence[EncodedBatch]) -> tuple[np.ndarray, np.ndarray]:
-    buffer = np.concatenate([p.buffer[p.offsets[0] : p.offsets[-1]] for p in pieces])
-    offsets = [np.zeros(1, dtype=np.int64)]
-    base = 0
-    for p in pieces:
-        offsets.append(p.offsets[1:] - p.offsets[0] + base)
-        base += int(p.offsets[-1] - p.offsets[0])
-    return buffer, np.concatenate(offsets)
-
-
 def _blocks(buffer: np.ndarray, offsets: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
     """(block, records) cut at record boundaries, each about BLOCK_BYTES."""
     total = int(offsets[-1])
@@ -342,9 +332,9 @@ class _WriteShardDoFn(beam.DoFn):
     def process(self, element: tuple[int, Iterable[EncodedBatch]]) -> Iterator[ShardPart]:
         shard, pieces = element
         pieces = sorted(pieces, key=lambda p: (p.source, p.first_row, p.task))
-        buffer, offsets = _concat(pieces)
+        merged = concat_batches(pieces)
+        buffer, offsets = merged.buffer, merged.offsets
         if self._seed is not None:
-            merged = EncodedBatch(buffer, offsets, True)
             order = np.argsort(shuffle_keys(merged, self._seed), kind="stable")
             buffer, offsets = gather_records(buffer, offsets, order.astype(np.int64))
         order_key = (shard, 0)
