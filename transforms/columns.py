@@ -210,29 +210,24 @@ def to_kernel_column(
     def where(i: int) -> str:
         return _where(source, first_row, i, spec.name, rows)
 
+    # Scalars: one value per row, which the kernel reads without row offsets.
+    rows_of_values = None if spec.shape == () else row_off
     if spec.encoding == "float64_bytes":
         values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
         data = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
-        column = KernelColumn(
-            BYTES,
-            spec.name,
-            valid,
-            np.arange(n + 1, dtype=np.int64),
-            value_off=row_off * 8,
-            data=data,
-        )
+        column = KernelColumn(BYTES, spec.name, valid, None, value_off=row_off * 8, data=data)
     elif spec.kind == INT64:
-        column = KernelColumn(
-            INT64, spec.name, valid, row_off, values=_int64_values(leaf, row_off, where)
-        )
+        values = _int64_values(leaf, row_off, where)
+        column = KernelColumn(INT64, spec.name, valid, rows_of_values, values=values)
     elif spec.kind == FLOAT:
         values = pc.fill_null(pc.cast(leaf, pa.float32(), safe=False), 0.0).to_numpy(
             zero_copy_only=False
         )
-        column = KernelColumn(
-            FLOAT, spec.name, valid, row_off, values=np.ascontiguousarray(values, "<f4")
-        )
+        values = np.ascontiguousarray(values, "<f4")
+        column = KernelColumn(FLOAT, spec.name, valid, rows_of_values, values=values)
     else:
         value_off, data = _bytes_buffers(leaf)
-        column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
+        column = KernelColumn(
+            BYTES, spec.name, valid, rows_of_values, value_off=value_off, data=data
+        )
     return column, nulls
