@@ -198,34 +198,35 @@ def _write_entry(q, i, how, row_off, values, data, kl, m, prefix, width, tlen, s
         head = load_i64(tlen + 8 * vs)
         copy_padded(q, prefix + vs * width, head)
         return put_varint(q + head, v)
-    key_prefix = load_i64(tlen)
     if how == BYTES_SCALAR:
         a = load_i64(values + 8 * i)
         k = load_i64(values + 8 * i + 8) - a
-        payload = 1 + varint_size(k) + k
-        sizes = entry_sizes(payload, 1, False, kl)
-        q = put_entry_head(q, prefix, key_prefix, TAG_BYTES, sizes, payload, False)
+        count, payload, tag = 1, 1 + varint_size(k) + k, TAG_BYTES
+    else:
+        lo = load_i64(row_off + 8 * i)
+        count = load_i64(row_off + 8 * i + 8) - lo
+        if how == FLOAT_LIST:
+            payload, tag = 4 * count, TAG_FLOAT
+        else:
+            payload, tag = size, TAG_INT64 if how == INT64_LIST else TAG_BYTES
+    packed = tag != TAG_BYTES
+    sizes = entry_sizes(payload, count, packed, kl)
+    q = put_entry_head(q, prefix, load_i64(tlen), tag, sizes, payload, packed and count > 0)
+    if how == BYTES_SCALAR:
         store_u8(q, 0x0A)
         q = put_varint(q + 1, k)
         copy_bytes(q, data + a, k)
         return q + k
-    lo, hi = load_i64(row_off + 8 * i), load_i64(row_off + 8 * i + 8)
     if how == FLOAT_LIST:
-        sizes = entry_sizes(4 * (hi - lo), hi - lo, True, kl)
-        q = put_entry_head(q, prefix, key_prefix, TAG_FLOAT, sizes, 4 * (hi - lo), hi > lo)
-        copy_bytes(q, values + 4 * lo, 4 * (hi - lo))
-        return q + 4 * (hi - lo)
+        copy_bytes(q, values + 4 * lo, 4 * count)
+        return q + 4 * count
     if how == INT64_LIST:
-        sizes = entry_sizes(size, hi - lo, True, kl)
-        q = put_entry_head(q, prefix, key_prefix, TAG_INT64, sizes, size, hi > lo)
-        for k in range(lo, hi):
-            q = put_varint(q, load_i64(values + 8 * k))
+        for j in range(lo, lo + count):
+            q = put_varint(q, load_i64(values + 8 * j))
         return q
-    sizes = entry_sizes(size, hi - lo, False, kl)
-    q = put_entry_head(q, prefix, key_prefix, TAG_BYTES, sizes, size, False)
-    for k in range(lo, hi):
-        a = load_i64(values + 8 * k)
-        b = load_i64(values + 8 * k + 8) - a
+    for j in range(lo, lo + count):
+        a = load_i64(values + 8 * j)
+        b = load_i64(values + 8 * j + 8) - a
         store_u8(q, 0x0A)
         q = put_varint(q + 1, b)
         copy_bytes(q, data + a, b)

@@ -65,19 +65,19 @@ SLOTS = 11  # templates per column: 0 the key prefix; 1 (FLOAT_FIXED) or 1-10 (I
 # by the size of the value's varint) the entry header
 
 
-@njit(cache=True, inline="always")
+@njit("boolean(int64, int64)", cache=True)
 def has_value(valid: int, i: int) -> bool:
     """Whether row i has the feature (`valid`: address of the column's bools, 0: all do)."""
     return valid == 0 or load_u8(valid + i) != 0
 
 
-@njit(cache=True)
+@njit("int64(int64, int64)", cache=True)
 def row_count(row_off: int, i: int) -> int:
     """Elements of row i (`row_off`: address of the int64 row offsets)."""
     return load_i64(row_off + 8 * i + 8) - load_i64(row_off + 8 * i)
 
 
-@njit(cache=True)
+@njit("int64(int64, int64, int64)", cache=True)
 def _fixed_count(valid: int, row_off: int, n: int) -> int:
     """Elements per row if every row that has the feature has the same number, else -1."""
     if row_off == 0:
@@ -93,7 +93,7 @@ def _fixed_count(valid: int, row_off: int, n: int) -> int:
     return max(m, 0)
 
 
-@njit(cache=True)
+@njit("int64(int64, int64, int64, int64)", cache=True)
 def _list_payload(kind: int, row_off: int, values: int, i: int) -> int:
     """Bytes of row i's int64 varints or of its bytes values (each with tag and length)."""
     s = 0
@@ -112,7 +112,10 @@ def plan(desc: np.ndarray, keys: np.ndarray, n: int) -> tuple:
     (c * SLOTS + s) * width, its length in tlen[c, s]); per row: the Features message
     length; per int64 or bytes list column: each row's list payload."""
     ncols = desc.shape[0]
-    width = 8 * ((np.max(desc[:, KEY_LEN]) if ncols else 0) // 8) + 96
+    longest = 0
+    for c in range(ncols):
+        longest = max(longest, desc[c, KEY_LEN])
+    width = 8 * (longest // 8) + 96
     tmpl = np.zeros(ncols * SLOTS * width, dtype=np.uint8)
     tlen = np.zeros((ncols, SLOTS), dtype=np.int64)
     mode = np.empty(ncols, dtype=np.int64)

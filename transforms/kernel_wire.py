@@ -63,7 +63,9 @@ def put_varint(q: int, v: int) -> int:
     return q + 1
 
 
-@njit(cache=True)
+# Explicit signatures: one compiled version each, whatever literal arguments a caller passes
+# (numba would otherwise compile one per combination of literals).
+@njit("UniTuple(int64, 4)(int64, int64, boolean, int64)", cache=True)
 def entry_sizes(payload: int, count: int, packed: bool, keylen: int) -> tuple[int, int, int, int]:
     """(list, feature, entry) message lengths of one feature of one record, and the bytes the
     entry takes in the Features message (tag and length included)."""
@@ -110,7 +112,7 @@ def put_key_prefix(q: int, key: int, key_len: int) -> int:
     return q + key_len
 
 
-@njit(cache=True)
+@njit("int64(int64, int64, int64, int64, UniTuple(int64, 4), int64, boolean)", cache=True)
 def put_entry_head(
     q: int,
     prefix: int,
