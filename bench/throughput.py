@@ -1243,6 +1243,11 @@ def targets(res: dict[str, Any]) -> list[dict[str, str]]:
     add("encoder >= 1M rows/s per core", framed["rows_cpu_s"] if framed else None, 1e6, "rows/s")
     bsl = enc.get("tfx_bsl RecordBatchToExamplesEncoder")
     add("encoder >= 5x tfx_bsl", framed["rows_s"] / bsl["rows_s"] if framed and bsl else None, 5)
+    add(
+        "encoder >= 5x tfx_bsl (rows/CPU-s)",
+        framed["rows_cpu_s"] / bsl["rows_cpu_s"] if framed and bsl else None,
+        5,
+    )
     e2e = {e["name"]: e for e in res.get("e2e", [])}
 
     def ss_ratio(a: str, b: str) -> float | None:
@@ -1484,11 +1489,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 whole, work / f"parts-{label}", 4, args.row_group_rows
             )
     table = pq.read_table(str(files["large"]))
-    from transforms.encode import encode_table
+    import numba  # noqa: F401  (numba and Beam, imported above, load before the timer)
+
     from transforms.schema import plan_features
 
     sample = table.slice(0, min(table.num_rows, 10_000))
+    # The kernel module loads its helpers (compiled with explicit signatures) on import.
     first = time.perf_counter()
+    from transforms.encode import encode_table
+
     enc, _ = encode_table(sample, plan_features(sample.schema), "bench", 0, False)
     res["meta"]["encode_first_call_s"] = time.perf_counter() - first
     res["meta"]["record_bytes"] = int(enc.offsets[-1]) / sample.num_rows
@@ -1496,7 +1505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"  {table.num_columns} columns, {res['meta']['record_bytes']:.0f} B/record, "
         f"Parquet {res['meta']['parquet_mb']:.1f} MB ({time.monotonic() - t0:.1f} s); "
-        "encode_table first call (numba compile/cache load) "
+        "encoder start: kernel import + encode_table first call (numba compile/cache load) "
         f"{res['meta']['encode_first_call_s']:.2f} s"
     )
     try:

@@ -24,7 +24,11 @@ _MS_PER_DAY = 86_400_000
 def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
     """The column at `path`; a struct's nulls carry down to its leaves."""
     column = table.column(path[0])
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):
+        # One chunk (a slice of a table) needs no concatenation, which would copy it.
+        arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        arr = column
     for name in path[1:]:
         arr = pc.struct_field(arr, name)
     if pa.types.is_dictionary(arr.type):
@@ -70,6 +74,10 @@ def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
 def _flatten_lists(
     arr: pa.Array,
     valid: np.ndarray,
@@ -83,14 +91,11 @@ def _flatten_lists(
     off = np.arange(n + 1, dtype=np.int64)
     row_of_element = np.arange(n, dtype=np.int64)  # row index of each element of this level
     level = 0
-    while (
-        pa.types.is_list(arr.type)
-        or pa.types.is_large_list(arr.type)
-        or pa.types.is_fixed_size_list(arr.type)
-    ):
+    while _is_list(arr.type):
+        element_has_row = valid if level == 0 else valid[row_of_element]
         if level > 0:
             element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-            bad = np.flatnonzero(~element_valid & valid[row_of_element])
+            bad = np.flatnonzero(~element_valid & element_has_row)
             if bad.size:
                 where = _where(source, first_row, row_of_element[bad[0]], spec.name, rows)
                 raise ConversionError(f"{where}: a nested list holds a null")
@@ -98,7 +103,7 @@ def _flatten_lists(
         lengths = np.diff(child_off)
         dim = None if spec.shape is None else spec.shape[level]
         if dim is not None and dim >= 0:
-            bad = np.flatnonzero((lengths != dim) & valid[row_of_element])
+            bad = np.flatnonzero((lengths != dim) & element_has_row)
             if bad.size:
                 i = bad[0]
                 where = _where(source, first_row, row_of_element[i], spec.name, rows)
@@ -106,7 +111,8 @@ def _flatten_lists(
                     f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
                     f"needs {dim} at dim {level} (set columns.{spec.name}.shape to fix the shape)"
                 )
-        row_of_element = np.repeat(row_of_element, lengths)
+        if _is_list(child.type):  # the next level's elements, for its checks
+            row_of_element = np.repeat(row_of_element, lengths)
         if level == 0:
             row_off = child_off
         else:
@@ -117,13 +123,16 @@ def _flatten_lists(
     return arr, off
 
 
-def _int64_values(leaf: pa.Array, row_off: np.ndarray, where) -> np.ndarray:  # noqa: ANN001
+def _int64_values(leaf: pa.Array, row_off: np.ndarray | None, where) -> np.ndarray:  # noqa: ANN001
+    """`leaf` as int64 (a null is 0: the kernel skips it); row_off None: one value per row."""
     t = leaf.type
     if pa.types.is_uint64(t):
         too_big = pc.fill_null(pc.greater(leaf, pa.scalar(_INT64_MAX, pa.uint64())), False)
         bad = np.flatnonzero(too_big.to_numpy(zero_copy_only=False))
         if bad.size:
-            row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
+            row = int(bad[0])
+            if row_off is not None:
+                row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
             raise ConversionError(
                 f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} does not fit in int64"
             )
@@ -135,7 +144,9 @@ def _int64_values(leaf: pa.Array, row_off: np.ndarray, where) -> np.ndarray:  # 
         leaf = pc.cast(pc.cast(leaf, pa.int32()), pa.int64())
     elif not pa.types.is_int64(t):
         leaf = pc.cast(leaf, pa.int64())
-    return pc.fill_null(leaf, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if leaf.null_count:
+        leaf = pc.fill_null(leaf, 0)
+    return leaf.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _decimal_strings(leaf: pa.Array) -> pa.Array:
@@ -182,30 +193,31 @@ def to_kernel_column(
     n = len(arr)
     if spec.null_policy == "default" and arr.null_count:
         arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
-    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else np.ones(n, bool)
-    nulls = n - int(np.count_nonzero(valid))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
     if nulls and spec.null_policy == "fail":
         first = int(np.flatnonzero(~valid)[0])
         raise ConversionError(
             f"{_where(source, first_row, first, spec.name, rows)}: null value "
             "(null_policy is 'fail')"
         )
-    if spec.shape == ():
-        leaf, row_off = arr, np.arange(n + 1, dtype=np.int64)
-    else:
-        leaf, row_off = _flatten_lists(arr, valid, spec, source, first_row, rows)
-    lengths = np.diff(row_off)
-    if spec.shape != () and leaf.null_count:
-        element_rows = np.repeat(np.arange(n), lengths)
-        leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
-        bad = np.flatnonzero(~leaf_valid & valid[element_rows])
-        if bad.size:
-            where = _where(source, first_row, element_rows[bad[0]], spec.name, rows)
-            raise ConversionError(f"{where}: a list holds a null element")
-    # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees the rest.
-    start = int(row_off[0])
-    leaf = leaf.slice(start, int(row_off[-1]) - start)
-    row_off = row_off - start
+    # row_off None: a scalar, one value per row, which the kernel reads without row offsets.
+    leaf, row_off = arr, None
+    if spec.shape != ():
+        has_row = np.ones(n, bool) if valid is None else valid
+        leaf, row_off = _flatten_lists(arr, has_row, spec, source, first_row, rows)
+        if leaf.null_count:
+            element_rows = np.repeat(np.arange(n), np.diff(row_off))
+            leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
+            bad = np.flatnonzero(~leaf_valid & has_row[element_rows])
+            if bad.size:
+                where = _where(source, first_row, element_rows[bad[0]], spec.name, rows)
+                raise ConversionError(f"{where}: a list holds a null element")
+        # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees
+        # the rest.
+        start = int(row_off[0])
+        leaf = leaf.slice(start, int(row_off[-1]) - start)
+        row_off = row_off - start
 
     def where(i: int) -> str:
         return _where(source, first_row, i, spec.name, rows)
@@ -213,25 +225,18 @@ def to_kernel_column(
     if spec.encoding == "float64_bytes":
         values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
         data = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
-        column = KernelColumn(
-            BYTES,
-            spec.name,
-            valid,
-            np.arange(n + 1, dtype=np.int64),
-            value_off=row_off * 8,
-            data=data,
-        )
+        bounds = np.arange(n + 1, dtype=np.int64) if row_off is None else row_off
+        column = KernelColumn(BYTES, spec.name, valid, None, value_off=bounds * 8, data=data)
     elif spec.kind == INT64:
-        column = KernelColumn(
-            INT64, spec.name, valid, row_off, values=_int64_values(leaf, row_off, where)
-        )
+        values = _int64_values(leaf, row_off, where)
+        column = KernelColumn(INT64, spec.name, valid, row_off, values=values)
     elif spec.kind == FLOAT:
-        values = pc.fill_null(pc.cast(leaf, pa.float32(), safe=False), 0.0).to_numpy(
-            zero_copy_only=False
-        )
-        column = KernelColumn(
-            FLOAT, spec.name, valid, row_off, values=np.ascontiguousarray(values, "<f4")
-        )
+        if leaf.type != pa.float32():
+            leaf = pc.cast(leaf, pa.float32(), safe=False)
+        if leaf.null_count:
+            leaf = pc.fill_null(leaf, 0.0)
+        values = np.ascontiguousarray(leaf.to_numpy(zero_copy_only=False), "<f4")
+        column = KernelColumn(FLOAT, spec.name, valid, row_off, values=values)
     else:
         value_off, data = _bytes_buffers(leaf)
         column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
