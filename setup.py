@@ -26,6 +26,7 @@ setup(
         f"apache-beam[tfrecord,gcp]=={BEAM_VERSION}",
         "google-crc32c>=1.5",
         "isal>=1.6",
+        "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
         "numba>=0.60",
         "numpy>=1.26",
         "pyarrow>=14",
