@@ -306,3 +306,35 @@ def test_csv_files_are_sized_too(tmp_path):
     assert_even(out, manifest)
     assert manifest["rows"] == 26000
     json.dumps(manifest)
+
+
+def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
+    """Pieces of 256 KiB or more cross the GroupByKey as gzip members (a third of the bytes);
+    smaller ones cross framed and are joined: the shards hold every record in origin order."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.shard_files import PACK_MIN_BYTES, _ToShardsDoFn
+    from transforms.write import WriteShards
+
+    big = [_framed(40_000, seed=k, source=f"f{k}", first=40_000 * k) for k in range(3)]
+    small = [_framed(500, seed=9, source="g", first=0)]
+    fn = _ToShardsDoFn(2, None, "gzip")
+    fn.setup()
+    kinds = [type(p).__name__ for _, p in fn.process(big[0])] + [
+        type(p).__name__ for _, p in fn.process(small[0])
+    ]
+    assert big[0].buffer.nbytes // 2 >= PACK_MIN_BYTES > small[0].buffer.nbytes
+    assert kinds == ["PackedPiece", "PackedPiece", "EncodedBatch", "EncodedBatch"]
+    prefix = str(tmp_path / "s")
+    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        _ = p | beam.Create(big + small) | WriteShards(prefix, num_shards=2, compression="gzip")
+    files = sorted(tmp_path.glob("s-*"))
+    assert [f.name for f in files] == [
+        "s-00000-of-00002.tfrecord.gz",
+        "s-00001-of-00002.tfrecord.gz",
+    ]
+    ids = [file_ids([f], "GZIP") for f in files]
+    assert sorted(ids[0] + ids[1]) == sorted([*range(120_000), *range(500)])
+    for shard in ids:  # origin order: file f0, f1, f2, then g (sorted by source name)
+        assert shard == sorted(shard[: len(shard) - 250]) + shard[len(shard) - 250 :]

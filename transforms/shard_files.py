@@ -35,6 +35,7 @@ from transforms.split import FOOTER_BYTES, HEADER_BYTES, hash_ranges, partition_
 __all__ = [
     "BLOCK_BYTES",
     "BlockFile",
+    "PackedPiece",
     "ShardFile",
     "ShardPart",
     "finalize_shards",
@@ -112,6 +113,12 @@ class BlockFile:
         self._put(data)
         self.rows += rows
         self.framed += int(buffer.nbytes)
+
+    def write_compressed(self, data: bytes, rows: int, framed_bytes: int) -> None:
+        """A block compressed already (a gzip member of `framed_bytes` of framed records)."""
+        self._put(data)
+        self.rows += rows
+        self.framed += framed_bytes
 
     def append(self, other: ShardPart) -> None:
         """Append the records of a closed temp file of the same compression, and delete it.
@@ -290,19 +297,65 @@ def gather_records(
     return out, out_off
 
 
-class _ToShardsDoFn(beam.DoFn):
-    """EncodedBatch -> (shard index, EncodedBatch of the records for that shard)."""
+@dataclasses.dataclass(frozen=True)
+class PackedPiece:
+    """A shard's piece of one batch, already compressed into one gzip member (what crosses the
+    shuffle for `num_shards` with gzip: about a third of the framed bytes)."""
 
-    def __init__(self, num_shards: int, seed: int | None) -> None:
+    data: bytes
+    rows: int
+    framed_bytes: int
+    source: str
+    first_row: int
+    task: int
+
+
+PACK_MIN_BYTES = 256 << 10  # a smaller piece crosses uncompressed and is joined at the writer
+# (a gzip member of a few records compresses badly)
+
+
+def _origin(piece: EncodedBatch | PackedPiece) -> tuple[str, int, int]:
+    return piece.source, piece.first_row, piece.task
+
+
+class _ToShardsDoFn(beam.DoFn):
+    """EncodedBatch -> (shard index, the records of the batch for that shard): an EncodedBatch,
+    or with `compress` (gzip, no shuffle order to keep) a PackedPiece when large enough."""
+
+    def __init__(
+        self,
+        num_shards: int,
+        seed: int | None,
+        compression: str = "none",
+        level: int | None = None,
+        backend: str = "isal",
+    ) -> None:
         self._num_shards = num_shards
         self._seed = seed
+        self._pack = seed is None and compression == "gzip"
+        self._level, self._backend = level, backend
 
-    def process(self, batch: EncodedBatch) -> Iterator[tuple[int, EncodedBatch]]:
+    def setup(self) -> None:
+        self._compress = gzip_compressor(self._level, self._backend) if self._pack else None
+
+    def process(self, batch: EncodedBatch) -> Iterator[tuple[int, EncodedBatch | PackedPiece]]:
         ids = shard_ids(batch, self._num_shards, self._seed)
         parts = partition_records(batch.buffer, batch.offsets, ids, self._num_shards)
         for shard, part in enumerate(parts):
-            if part is not None:
-                yield shard, dataclasses.replace(batch, buffer=part[0], offsets=part[1])
+            if part is None:
+                continue
+            piece = dataclasses.replace(batch, buffer=part[0], offsets=part[1])
+            size = int(part[0].nbytes)
+            if self._compress is not None and size >= PACK_MIN_BYTES:
+                data = self._compress(memoryview(part[0]))
+                yield (
+                    shard,
+                    PackedPiece(
+                        data, piece.num_records, size, batch.source, batch.first_row, batch.task
+                    ),
+                )
+            else:
+                yield shard, piece
 
 
 def _blocks(buffer: np.ndarray, offsets: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
@@ -329,19 +382,33 @@ class _WriteShardDoFn(beam.DoFn):
     def setup(self) -> None:
         self._compress = _compressor(self._compression, self._level, self._backend)
 
-    def process(self, element: tuple[int, Iterable[EncodedBatch]]) -> Iterator[ShardPart]:
-        shard, pieces = element
-        pieces = sorted(pieces, key=lambda p: (p.source, p.first_row, p.task))
+    def _write(self, out: BlockFile, pieces: Sequence[EncodedBatch]) -> None:
+        if not pieces:
+            return
         merged = concat_batches(pieces)
         buffer, offsets = merged.buffer, merged.offsets
         if self._seed is not None:
             order = np.argsort(shuffle_keys(merged, self._seed), kind="stable")
             buffer, offsets = gather_records(buffer, offsets, order.astype(np.int64))
+        for block, rows in _blocks(buffer, offsets):
+            out.write(block, rows)
+
+    def process(
+        self, element: tuple[int, Iterable[EncodedBatch | PackedPiece]]
+    ) -> Iterator[ShardPart]:
+        shard, pieces = element
         order_key = (shard, 0)
         path = _temp_path(self._temp_dir, self._split, order_key, self._compression)
         out = BlockFile(path, self._compression, self._compress, order_key, self._split)
-        for block, rows in _blocks(buffer, offsets):
-            out.write(block, rows)
+        pending: list[EncodedBatch] = []  # small pieces, joined into blocks between packed ones
+        for piece in sorted(pieces, key=_origin):
+            if isinstance(piece, PackedPiece):
+                self._write(out, pending)
+                pending = []
+                out.write_compressed(piece.data, piece.rows, piece.framed_bytes)
+            else:
+                pending.append(piece)
+        self._write(out, pending)
         yield out.close()
 
 

@@ -125,9 +125,14 @@ class WriteShards(beam.PTransform):
         if self._num_shards > 0:
             parts = (
                 batches
-                | "ToShards" >> beam.ParDo(_ToShardsDoFn(self._num_shards, self._seed))
-                # (shard index, EncodedBatch)
-                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [EncodedBatch])
+                | "ToShards"
+                >> beam.ParDo(
+                    _ToShardsDoFn(
+                        self._num_shards, self._seed, self._compression, self._level, self._backend
+                    )
+                )
+                # (shard index, EncodedBatch, or PackedPiece: a gzip member)
+                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [pieces])
                 | "WriteShard" >> beam.ParDo(_WriteShardDoFn(*args, self._seed))  # ShardPart
             )
         else:
