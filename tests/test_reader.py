@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 
+import pipeline.reader as reader_module
 from pipeline.cli import main
 from pipeline.manifest import read_manifest
 from pipeline.reader import (
@@ -514,6 +515,19 @@ def test_null_masks_off_sequential_reads_moved_output(work, output, restored):
     assert set(got) == set(EXPECTED_LAYOUT)
     np.testing.assert_array_equal(got["i8"], restored["i8"])
     np.testing.assert_array_equal(got["grid"], restored["grid"])
+
+
+def test_interleaved_blocks_smaller_than_a_shard(monkeypatch, output, restored):
+    # Shards hand over blocks of _READ_BLOCK records; with blocks much smaller than a shard,
+    # batches are cut across blocks and shards, and every row still comes once.
+    monkeypatch.setattr(reader_module, "_READ_BLOCK", 7)
+    ds = load_dataset(str(output), batch_size=BATCH)
+    sizes = [int(b["id"].shape[0]) for b in ds]
+    assert sizes == [BATCH] * (ROWS // BATCH) + [ROWS % BATCH]
+    got = collect(ds)
+    for name in ("id", "i8", "grid", "f32"):
+        np.testing.assert_array_equal(got[name], restored[name], err_msg=name)
+    assert got["lstr"] == restored["lstr"]
 
 
 def _ids(batches):
