@@ -3,10 +3,11 @@
 A small compiled walk of the protobuf wire format collects the key of every map entry
 (Example.features = 1: Features; Features.feature = 1: map<string, Feature> entries; entry key =
 1), skipping every other field by its wire type. It decodes no value (the parse with the
-manifest's spec checks those). A record the walk cannot follow (a group, field number 0, a length
-past the end) is decoded with protobuf instead, so the result is protobuf's: several `features`
-fields merge, a key given twice counts once. Keys are matched to the feature names by their
-bytes (a 64-bit hash groups them, then each key of a group is compared byte for byte).
+manifest's spec checks those). A record the walk cannot follow (a group, field number 0 or over
+2**29 - 1, a negative length or one past the end) is decoded with protobuf instead, so the
+result is protobuf's: several `features` fields merge, a key given twice counts once. Keys
+are matched to the feature names by their bytes (a 64-bit hash groups them, then each key of
+a group is compared byte for byte).
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def _varint(buf, p, end):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True)
+def _bad_tag(tag):  # noqa: ANN001, ANN202
+    """Field number 0, or over protobuf's largest (2**29 - 1): protobuf rejects the record."""
+    return tag >> 3 == 0 or tag < 0 or tag > 0xFFFFFFFF
+
+
+@njit(cache=True)
 def _skip(buf, p, end, wire):  # noqa: ANN001, ANN202
     """The position after a field's value of wire type `wire`, or -1."""
     if wire == 0:
@@ -48,8 +55,9 @@ def _skip(buf, p, end, wire):  # noqa: ANN001, ANN202
         p += 8
     elif wire == 2:
         n, p = _varint(buf, p, end)
-        if p >= 0:
-            p += n
+        if p < 0 or n < 0:  # a length over 63 bits: protobuf rejects it
+            return -1
+        p += n
     elif wire == 5:
         p += 4
     else:  # groups (3, 4) and the unused types: left to protobuf
@@ -63,11 +71,11 @@ def _entry_key(buf, p, end):  # noqa: ANN001, ANN202
     ks = ke = p
     while p < end:
         tag, p = _varint(buf, p, end)
-        if p < 0 or tag >> 3 == 0:
+        if p < 0 or _bad_tag(tag):
             return -1, -1
         if tag == 0x0A:
             n, p = _varint(buf, p, end)
-            if p < 0 or p + n > end:
+            if p < 0 or n < 0 or p + n > end:
                 return -1, -1
             ks, ke, p = p, p + n, p + n
         else:
@@ -92,21 +100,21 @@ def entry_keys(buf, offsets):  # noqa: ANN001, ANN201
         p, end, first = offsets[i], offsets[i + 1], k
         while p < end and ok[i]:
             tag, p = _varint(buf, p, end)
-            if p < 0 or tag >> 3 == 0:
+            if p < 0 or _bad_tag(tag):
                 ok[i] = False
             elif tag == 0x0A:  # features
                 size, p = _varint(buf, p, end)
-                if p < 0 or p + size > end:
+                if p < 0 or size < 0 or p + size > end:
                     ok[i] = False
                     break
                 stop = p + size
                 while p < stop and ok[i]:
                     tag, p = _varint(buf, p, stop)
-                    if p < 0 or tag >> 3 == 0:
+                    if p < 0 or _bad_tag(tag):
                         ok[i] = False
                     elif tag == 0x0A:  # one map entry
                         size, p = _varint(buf, p, stop)
-                        if p < 0 or p + size > stop:
+                        if p < 0 or size < 0 or p + size > stop:
                             ok[i] = False
                             break
                         ks, ke = _entry_key(buf, p, p + size)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli_captured
 from google.protobuf.message import DecodeError
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.verify import SourceRequest, verify_output
@@ -536,6 +536,9 @@ def test_usage_errors(tmp_path, parquet_out, copy, work):
 
 
 @settings(max_examples=150, deadline=None)
+@example(rows=[{"a": []}], noise=[(0, b"\x80\x80\x80\x80\x10\x00")])  # field number 2**29
+@example(rows=[{"a": [1]}], noise=[(0, b"\x12" + b"\xff" * 9 + b"\x01")])  # length < 0
+@example(rows=[{"a": [1]}], noise=[(0, b"\xf8" + b"\xff" * 8 + b"\x01\x00")])  # tag < 0
 @given(
     rows=st.lists(
         st.dictionaries(
