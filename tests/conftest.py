@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import tensorflow as tf
+from hypothesis import settings
 
 from pipeline.cli import main as cli_main
 from transforms.columns import infer_shape, leaf_array
@@ -43,6 +44,11 @@ from transforms.schema import (
     nested_list_columns,
     plan_features,
 )
+
+# Property tests search at random by default; .ci/run sets HYPOTHESIS_PROFILE=ci, a fixed search,
+# so whether a change lands does not depend on the examples one run happens to draw.
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO / "sample"
