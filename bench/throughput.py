@@ -1571,7 +1571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             res["rss"] = section_rss(args, work, res.get("e2e", []))
         if "reader" in sections:
             print("# reader")
-            res["reader"] = section_reader(res.get("e2e") or res["reader_outputs"], args)
+            res["reader"] = section_reader(res.get("e2e") or res.get("reader_outputs", []), args)
     finally:
         res["meta"]["load_end"] = load_avg()
         res["meta"]["seconds"] = time.monotonic() - t0

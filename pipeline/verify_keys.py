@@ -41,9 +41,23 @@ def _varint(buf, p, end):  # noqa: ANN001, ANN202
 
 
 @njit(cache=True)
-def _bad_tag(tag):  # noqa: ANN001, ANN202
-    """Field number 0, or over protobuf's largest (2**29 - 1): protobuf rejects the record."""
-    return tag >> 3 == 0 or tag < 0 or tag > 0xFFFFFFFF
+def _tag(buf, p, end):  # noqa: ANN001, ANN202
+    """A field's tag: (tag, position after it), or (0, -1) for one protobuf rejects: field
+    number 0 or over protobuf's largest (2**29 - 1)."""
+    tag, p = _varint(buf, p, end)
+    if p < 0 or tag >> 3 == 0 or tag < 0 or tag > 0xFFFFFFFF:
+        return 0, -1
+    return tag, p
+
+
+@njit(cache=True)
+def _length(buf, p, end):  # noqa: ANN001, ANN202
+    """A length-delimited field's length: (length, position after it), or (0, -1) when it is
+    not there or negative (over 63 bits), which protobuf rejects."""
+    n, p = _varint(buf, p, end)
+    if p < 0 or n < 0:
+        return 0, -1
+    return n, p
 
 
 @njit(cache=True)
@@ -54,8 +68,8 @@ def _skip(buf, p, end, wire):  # noqa: ANN001, ANN202
     elif wire == 1:
         p += 8
     elif wire == 2:
-        n, p = _varint(buf, p, end)
-        if p < 0 or n < 0:  # a length over 63 bits: protobuf rejects it
+        n, p = _length(buf, p, end)
+        if p < 0:
             return -1
         p += n
     elif wire == 5:
@@ -70,12 +84,12 @@ def _entry_key(buf, p, end):  # noqa: ANN001, ANN202
     """(key start, key end) of one map entry in buf[p:end] (empty when it has none), or -1s."""
     ks = ke = p
     while p < end:
-        tag, p = _varint(buf, p, end)
-        if p < 0 or _bad_tag(tag):
+        tag, p = _tag(buf, p, end)
+        if p < 0:
             return -1, -1
         if tag == 0x0A:
-            n, p = _varint(buf, p, end)
-            if p < 0 or n < 0 or p + n > end:
+            n, p = _length(buf, p, end)
+            if p < 0 or p + n > end:
                 return -1, -1
             ks, ke, p = p, p + n, p + n
         else:
@@ -99,22 +113,22 @@ def entry_keys(buf, offsets):  # noqa: ANN001, ANN201
     for i in range(n):
         p, end, first = offsets[i], offsets[i + 1], k
         while p < end and ok[i]:
-            tag, p = _varint(buf, p, end)
-            if p < 0 or _bad_tag(tag):
+            tag, p = _tag(buf, p, end)
+            if p < 0:
                 ok[i] = False
             elif tag == 0x0A:  # features
-                size, p = _varint(buf, p, end)
-                if p < 0 or size < 0 or p + size > end:
+                size, p = _length(buf, p, end)
+                if p < 0 or p + size > end:
                     ok[i] = False
                     break
                 stop = p + size
                 while p < stop and ok[i]:
-                    tag, p = _varint(buf, p, stop)
-                    if p < 0 or _bad_tag(tag):
+                    tag, p = _tag(buf, p, stop)
+                    if p < 0:
                         ok[i] = False
                     elif tag == 0x0A:  # one map entry
-                        size, p = _varint(buf, p, stop)
-                        if p < 0 or size < 0 or p + size > stop:
+                        size, p = _length(buf, p, stop)
+                        if p < 0 or p + size > stop:
                             ok[i] = False
                             break
                         ks, ke = _entry_key(buf, p, p + size)
