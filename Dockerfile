@@ -23,7 +23,7 @@ COPY flex_template ./flex_template
 RUN pip install --no-cache-dir -r requirements-worker.txt \
     && pip install --no-cache-dir --no-deps . \
     && pip check \
-    && cd / && python -c "from transforms.example_kernel import compile_kernels; compile_kernels()"
+    && cd / && python -c "from transforms.encode.kernel.example import compile_kernels; compile_kernels()"
 
 # Flex Template: the launcher runs this file with the template's parameters. The package is
 # installed above, so no FLEX_TEMPLATE_PYTHON_SETUP_FILE / _REQUIREMENTS_FILE (faster launch).

@@ -29,17 +29,17 @@ sys.path.insert(0, str(HERE))
 
 # (label, file suffix, function name): cumulative time of these is what the summary shows.
 KEY_FUNCTIONS = [
-    ("plan (before the pipeline runs)", "pipeline/build.py", "plan_job"),
-    ("read: Parquet -> TableBatch", "transforms/read.py", "read_work_item"),
-    ("encode: encode_table (all)", "transforms/encode.py", "encode_table"),
-    ("  arrow -> kernel columns", "transforms/columns.py", "to_kernel_column"),
-    ("  kernel: encode_records", "transforms/example_kernel.py", "encode_records"),
+    ("plan (before the pipeline runs)", "pipeline/plan.py", "plan_job"),
+    ("read: Parquet -> TableBatch", "transforms/read/work.py", "read_work_item"),
+    ("encode: encode_table (all)", "transforms/encode/records.py", "encode_table"),
+    ("  arrow -> kernel columns", "transforms/encode/columns.py", "to_kernel_column"),
+    ("  kernel: encode_records", "transforms/encode/kernel/example.py", "encode_records"),
     ("write: blocks sink write_record", "transforms/write.py", "write_record"),
-    ("write: split into records (tfrecordio)", "transforms/encode.py", "records"),
+    ("write: split into records (tfrecordio)", "transforms/encode/records.py", "records"),
     ("write: Beam tfrecordio write_record", "apache_beam/io/tfrecordio.py", "write_record"),
     ("write: file handle write", "apache_beam/io/filesystemio.py", "write"),
     ("write: Beam compressed file write", "apache_beam/io/filesystem.py", "write"),
-    ("stats: MergeStats", "transforms/encode.py", "merge"),
+    ("stats: MergeStats", "transforms/encode/records.py", "merge"),
     ("finalize: rename/move shards", "apache_beam/io/filebasedsink.py", "finalize_write"),
 ]
 
@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
     from throughput import write_parquet
 
-    from pipeline.build import build_pipeline, plan_job
+    from pipeline.build import build_pipeline
     from pipeline.config import load_config
+    from pipeline.plan import plan_job
 
     work = Path(tempfile.mkdtemp(prefix="tfrecord-etl-profile-"))
     source = args.input
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
     level = config.compression_level
     try:
-        from transforms.write import check_level
+        from transforms.write.compression import check_level
 
         level = check_level(config.gzip_backend, level)
     except ImportError:

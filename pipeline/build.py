@@ -14,19 +14,21 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
 from pipeline.config import config_to_json
-from pipeline.manifest import build_manifest, write_manifest
-from pipeline.output_dir import OutputExistsError, remove_empty_dir
-from pipeline.plan import JobPlan, plan_job
+from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
+from pipeline.output_dir import remove_empty_dir
+from pipeline.plan import JobPlan
 from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
-from transforms.encode import BatchStats, EncodeExamples, MergeStats, split_tag
+from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
+from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import manifest_section, transform_dir
 from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
-from transforms.read import InputError, ReadTable
-from transforms.shard_files import ShardFile
-from transforms.split import AssignSplits, KeepSplit
-from transforms.write import WriteShards
+from transforms.read.beam import ReadTable
+from transforms.read.files import InputError
+from transforms.split.beam import AssignSplits, KeepSplit
+from transforms.write.beam import WriteShards
+from transforms.write.files import ShardFile
 
-__all__ = ["JobPlan", "OutputExistsError", "build_pipeline", "plan_job"]
+__all__ = ["build_pipeline"]
 
 
 def _finish(
@@ -65,7 +67,8 @@ def _finish(
             config.transform_artifacts,
             plan.fit_split,
         )
-    manifest = build_manifest(
+    shuffle = {"splits": list(config.shuffle), "seed": config.shuffle_seed}
+    manifest = Manifest.build(
         specs=plan.specs,
         null_counts=stats.nulls,
         rows={name: stats.split_rows.get(name, 0) for name, _ in config.splits},
@@ -76,25 +79,17 @@ def _finish(
         source_format=plan.fmt,
         versions={"tfrecord_etl": __version__, "apache_beam": beam.__version__},
         transform=transform,
-    )
-    manifest["split"] = {
-        "weights": dict(config.splits),
-        "key": config.split_key,
-        "salt": config.split_salt,
-    }
-    manifest["sharding"] = {
-        "num_shards": config.num_shards,
-        "shard_mb": config.shard_mb,
-        "estimated_bytes": plan.shards.estimated_bytes,
-        "shuffle": {"splits": list(config.shuffle), "seed": config.shuffle_seed}
-        if config.shuffle
-        else None,
-    }
-    manifest["bad_rows"] = {"count": bad_count, "files": sorted(error_files)}
-    # The effective config (inputs as matched, format as detected): enough to derive the
-    # records again from the source (tfrecord-etl verify).
-    manifest["config"] = config_to_json(
-        dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)
+        split=SplitRule(dict(config.splits), config.split_key, config.split_salt),
+        sharding=Sharding(
+            config.num_shards,
+            config.shard_mb,
+            plan.shards.estimated_bytes,
+            shuffle if config.shuffle else None,
+        ),
+        bad_rows=BadRowFiles(bad_count, tuple(sorted(error_files))),
+        # The effective config (inputs as matched, format as detected): enough to derive the
+        # records again from the source (tfrecord-etl verify).
+        config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
     )
     return write_manifest(config.output, manifest)
 
@@ -106,8 +101,10 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
     def read() -> ReadTable:
         return ReadTable(plan.shards.tasks, plan.fmt, plan.schema, config.csv, config.batch_rows)
 
+    conversion = plan.conversion()  # the stages' functions (transforms/convert.py)
+
     def assign_splits() -> AssignSplits:
-        return AssignSplits(config.splits, config.split_salt, config.split_key, plan.source_specs)
+        return AssignSplits(conversion)
 
     @beam.ptransform_fn
     def fit_input(pbegin: beam.pvalue.PBegin) -> beam.PCollection:
@@ -131,7 +128,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
             plan.preprocess, fit_input, plan.artifacts
         )  # one {step: result}: each analysis pass reads the input again
         preprocessed = batches | "Preprocess" >> Preprocess(
-            plan.preprocess, beam.pvalue.AsSingleton(fitted)
+            conversion, beam.pvalue.AsSingleton(fitted)
         )
         batches = preprocessed.batches  # TableBatch (rows: source row numbers once some dropped)
         bad.append(preprocessed.bad)
@@ -140,11 +137,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
         )  # str: path of a statistics or vocabulary file
         transform_files.append(beam.pvalue.AsList(written))
     encoded = batches | "EncodeExamples" >> EncodeExamples(
-        plan.specs,
-        framed=config.sink == "blocks",
-        splits=config.splits,
-        key=config.split_key,
-        salt=config.split_salt,
+        conversion
     )  # records (or one output per split): EncodedBatch; stats: BatchStats
     temp_dir = FileSystems.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
     shards = []

@@ -1,7 +1,8 @@
 """JobConfig: the YAML config and the CLI flags, merged and validated once.
 
-Every flag has a key of the same name (dashes -> underscores) in the YAML file; a flag given on
-the command line wins over the file. Errors name the config file and the key.
+Every flag has a key of the same name (dashes -> underscores) in the YAML file, both declared
+once in pipeline/flags.py; a flag given on the command line wins over the file. Errors name the
+config file and the key.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Any
 
 import yaml
 
-from transforms.preprocess.plan import parse_steps
+from pipeline.flags import scalar_options
+from transforms.encode.schema import NULL_POLICIES, ColumnOptions
+from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
-from transforms.read import CsvOptions
-from transforms.schema import NULL_POLICIES, ColumnOptions
-from transforms.shard_plan import DEFAULT_SHARD_MB
-from transforms.write import COMPRESSIONS, GZIP_BACKENDS, SINKS, check_level
+from transforms.read.csv_reader import CsvOptions
+from transforms.write.compression import check_level
+from transforms.write.sizing import DEFAULT_SHARD_MB
 
 __all__ = ["ConfigError", "JobConfig", "config_from_json", "config_to_json", "load_config"]
 
@@ -62,32 +64,10 @@ class JobConfig:
         return self.fit_split or ("train" if "train" in names else names[0])
 
 
-_SCALARS: dict[str, tuple[type, ...]] = {
-    "output": (str,),
-    "format": (str,),
-    "num_shards": (int,),
-    "shard_mb": (float, int),
-    "shuffle_seed": (int,),
-    "fit_split": (str,),
-    "compression": (str,),
-    "compression_level": (int,),
-    "gzip_backend": (str,),
-    "sink": (str,),
-    "batch_rows": (int,),
-    "overwrite": (bool,),
-    "transform_artifacts": (str,),
-    "max_bad_rows": (int,),
-    "max_bad_fraction": (float, int),
-    "split_key": (str,),
-    "split_salt": (str,),
-    "expect_schema": (str,),
-}
-_CHOICES = {
-    "format": ("parquet", "csv"),
-    "compression": COMPRESSIONS,
-    "gzip_backend": GZIP_BACKENDS,
-    "sink": SINKS,
-}
+_OPTIONS = scalar_options()  # key -> Option: the checked scalars (pipeline/flags.py)
+_SCALARS: dict[str, tuple[type, ...]] = {key: o.types for key, o in _OPTIONS.items()}
+_CHOICES = {key: o.choices for key, o in _OPTIONS.items() if o.choices is not None}
+_STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms")
 _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 
@@ -201,9 +181,7 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 )
             out[key] = value
         else:
-            known = sorted(
-                [*_SCALARS, "input", "csv", "columns", "splits", "shuffle", "transforms"]
-            )
+            known = sorted([*_SCALARS, *_STRUCTURED])
             raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
     return out
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.manifest import MANIFEST_NAME
-from transforms.schema import FeatureSpec, SchemaError
+from pipeline.manifest import MANIFEST_NAME, StoredFeature
+from transforms.encode.schema import FeatureSpec, SchemaError
 
 __all__ = ["TYPE_FIELDS", "SchemaDriftError", "check_drift", "load_expected"]
 
@@ -25,27 +24,27 @@ class SchemaDriftError(SchemaError):
     """A feature of the expected schema disappeared or changed type."""
 
 
-def load_expected(path: str) -> list[dict[str, Any]]:
+def load_expected(path: str) -> list[StoredFeature]:
     """The features of a previous manifest: `path` is the manifest.json or its output dir."""
     if not path.endswith(".json"):
         path = FileSystems.join(path, MANIFEST_NAME)
     try:
         with FileSystems.open(path) as f:
             manifest = json.loads(f.read().decode("utf-8"))
-        return list(manifest["features"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        return [StoredFeature.from_json(entry) for entry in manifest["features"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise SchemaDriftError(f"{path}: cannot read the expected schema: {err}") from err
 
 
 def check_drift(
-    expected: Sequence[dict[str, Any]], specs: Sequence[FeatureSpec], source: str
+    expected: Sequence[StoredFeature], specs: Sequence[FeatureSpec], source: str
 ) -> list[str]:
     """Raise SchemaDriftError naming every feature of `expected` missing from `specs` or of
     another type; return the names of the features `expected` does not have."""
     now = {spec.name: spec.to_json() for spec in specs}
     problems = []
-    for old in expected:
-        name = old["name"]
+    for stored in expected:
+        name, old = stored.name, stored.spec.to_json()
         if name not in now:
             problems.append(f"column {name!r} disappeared")
             continue
@@ -58,5 +57,5 @@ def check_drift(
             problems.append(f"column {name!r} changed type: {', '.join(changed)}")
     if problems:
         raise SchemaDriftError(f"schema drift against {source}: " + "; ".join(problems))
-    known = {old["name"] for old in expected}
+    known = {stored.name for stored in expected}
     return [name for name in now if name not in known]

@@ -34,8 +34,8 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
         )
     old = read_manifest(output)
     FileSystems.delete([path])  # first: an interrupted delete never leaves a manifest behind
-    files = [FileSystems.join(output, f) for s in old["splits"].values() for f in s["files"]]
-    files += [FileSystems.join(output, f) for f in old.get("transform", {}).get("files", [])]
+    files = [FileSystems.join(output, f) for f in old.files()]
+    files += [FileSystems.join(output, f) for f in (old.transform or {}).get("files", [])]
     existing = [f for f in files if FileSystems.exists(f)]
     if existing:
         FileSystems.delete(existing)

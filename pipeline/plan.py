@@ -15,30 +15,24 @@ import pyarrow as pa
 
 from pipeline.config import JobConfig
 from pipeline.drift import check_drift, load_expected
-from pipeline.output_dir import clear_leftovers, clear_previous_output
-from transforms.columns import infer_shape, leaf_array
-from transforms.compression import ZLIB_LEVEL, gzip_compressor
-from transforms.preprocess.artifacts import check_artifacts
-from transforms.preprocess.plan import PreprocessPlan, plan_preprocess
-from transforms.preprocess.spec import StepError
-from transforms.read import (
-    InputError,
-    TableBatch,
-    WorkItem,
-    detect_format,
-    input_schema,
-    match_inputs,
-    plan_work,
-    read_work_item,
-)
-from transforms.schema import (
+from transforms.batch import TableBatch
+from transforms.convert import Conversion
+from transforms.encode.columns import infer_shape, leaf_array
+from transforms.encode.schema import (
     ColumnOptions,
     FeatureSpec,
     SchemaError,
     nested_list_columns,
     plan_features,
 )
-from transforms.shard_plan import ShardPlan, output_bytes_per_input_byte, plan_shards
+from transforms.preprocess.artifacts import check_artifacts
+from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
+from transforms.preprocess.spec import StepError
+from transforms.read.files import InputError
+from transforms.read.inputs import detect_format, input_schema, match_inputs
+from transforms.read.work import WorkItem, plan_work, read_work_item
+from transforms.write.compression import ZLIB_LEVEL, gzip_compressor
+from transforms.write.sizing import ShardPlan, output_bytes_per_input_byte, plan_shards
 
 __all__ = ["JobPlan", "plan_job"]
 
@@ -64,6 +58,21 @@ class JobPlan:
     source_specs: tuple[FeatureSpec, ...] | None = None
     split_before_preprocess: bool = False  # AssignSplits on source batches (else the encoder)
     fit_split: str | None = None  # the split analyzers are fitted on; None: every row
+
+    def conversion(self, framed: bool | None = None) -> Conversion:
+        """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
+        frames (default: as the configured sink needs them) or bare Examples."""
+        config = self.config
+        return Conversion(
+            specs=self.specs,
+            splits=tuple(config.splits),
+            split_key=config.split_key,
+            split_salt=config.split_salt,
+            source_specs=self.source_specs,
+            split_before_preprocess=self.split_before_preprocess,
+            preprocess=self.preprocess,
+            framed=config.sink == "blocks" if framed is None else framed,
+        )
 
     @property
     def grouped(self) -> bool:
@@ -179,10 +188,11 @@ def _compressor(config: JobConfig) -> Callable[[memoryview], bytes] | None:
     return None
 
 
-def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
+def plan_job(config: JobConfig) -> JobPlan:
     """Match inputs, agree on one schema and map it to features; raises on anything known bad.
 
-    `clear_output=False` (a dry run, which writes nothing) leaves the output directory alone.
+    Reads the inputs (footers, a first batch) and writes or deletes nothing: the launcher
+    clears the output (pipeline/output_dir.py) once the plan holds.
     """
     paths = match_inputs(config.inputs)
     fmt = detect_format(paths, config.format)
@@ -226,9 +236,6 @@ def plan_job(config: JobConfig, *, clear_output: bool = True) -> JobPlan:
     )
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)
     shards = plan_shards(work, ratio, config.splits, config.shard_mb, config.num_shards, grouped)
-    if clear_output:
-        clear_previous_output(config.output, config.overwrite)
-        clear_leftovers(config.output, config.splits)
     return JobPlan(
         config=config,
         paths=tuple(paths),

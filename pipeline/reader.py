@@ -34,7 +34,6 @@ What comes back as what:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,8 +41,8 @@ from typing import Any
 import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.manifest import read_manifest
-from transforms.schema import BYTES, FLOAT, INT64, FeatureSpec
+from pipeline.manifest import Manifest, StoredFeature, read_manifest
+from transforms.encode.schema import BYTES, FLOAT, INT64
 
 __all__ = [
     "FLOAT64_BYTES",
@@ -68,44 +67,14 @@ _KIND_DEFAULTS: dict[str, Any] = {INT64: 0, FLOAT: 0.0, BYTES: b""}
 ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
 
 
-@dataclasses.dataclass(frozen=True)
-class StoredFeature:
-    """One manifest feature entry: the writer's FeatureSpec and how many rows were null."""
-
-    spec: FeatureSpec
-    null_count: int = 0
-
-    @classmethod
-    def from_json(cls, entry: Mapping[str, Any]) -> StoredFeature:
-        return cls(FeatureSpec.from_json(entry), int(entry.get("null_count", 0)))
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def nullable(self) -> bool:
-        return self.null_count > 0
-
-    @property
-    def ragged(self) -> bool:
-        """Whether it comes back as a RaggedTensor (a variable-length list or outer dim)."""
-        shape = self.spec.shape
-        return shape is None or (len(shape) > 0 and shape[0] < 0)
-
-    @property
-    def has_mask(self) -> bool:
-        """Whether `restore` adds a `__present` mask (a nullable scalar or fixed array)."""
-        return self.nullable and not self.ragged
-
-
 def _as_stored(features: Sequence[StoredFeature | Mapping[str, Any]]) -> list[StoredFeature]:
+    """Manifest features, typed (entries of a manifest's JSON are accepted too)."""
     return [f if isinstance(f, StoredFeature) else StoredFeature.from_json(f) for f in features]
 
 
 def read_features(output_dir: str) -> list[StoredFeature]:
     """The features of an output, from its manifest (FileNotFoundError when there is none)."""
-    return _as_stored(read_manifest(output_dir)["features"])
+    return list(read_manifest(output_dir).features)
 
 
 def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
@@ -245,13 +214,13 @@ def restore(
     return out
 
 
-def _split_files(manifest: Mapping[str, Any], output_dir: str, split: str) -> list[str]:
-    splits = manifest.get("splits", {})
+def _split_files(manifest: Manifest, output_dir: str, split: str) -> list[str]:
+    splits = manifest.splits
     if split not in splits:
         raise ValueError(
             f"{output_dir}: split {split!r} is not in the manifest (splits: {sorted(splits)})"
         )
-    return [FileSystems.join(output_dir, name) for name in splits[split]["files"]]
+    return [FileSystems.join(output_dir, name) for name in splits[split].files]
 
 
 def _check_arguments(batch_size: int, shuffle_buffer: int, repeat: bool | int) -> None:
@@ -289,7 +258,7 @@ def load_dataset(
     _check_arguments(batch_size, shuffle_buffer, repeat)
     manifest = read_manifest(output_dir)
     files = _split_files(manifest, output_dir, split)
-    features = _as_stored(manifest["features"])
+    features = list(manifest.features)
     if null_masks:
         _check_mask_names(features, {f.name for f in features})
     spec = parse_spec(features)
@@ -300,7 +269,7 @@ def load_dataset(
     names = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))
     if shuffle_buffer > 0 and len(files) > 1:
         names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    compression = manifest["tf_compression_type"]
+    compression = manifest.tf_compression_type
     blocks = len(files) > 1 and num_parallel_reads is not None
     if blocks:
         # Shards read side by side hand over blocks of records, not single records: an

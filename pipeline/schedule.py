@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.config import ConfigError, JobConfig
+from pipeline.manifest import Manifest
 
 __all__ = [
     "JOB",
     "apply_date",
-    "bad_row_count",
-    "has_date_template",
+        "has_date_template",
     "parse_date",
     "render_date",
     "run_summary",
@@ -69,18 +69,12 @@ def apply_date(config: JobConfig, date: datetime.date | None) -> JobConfig:
     )
 
 
-def split_counts(manifest: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+def split_counts(manifest: Manifest) -> dict[str, dict[str, int]]:
     """Per split: the records written (`rows_out`) and the shard files."""
     return {
-        name: {"rows_out": int(split["rows"]), "files": len(split["files"])}
-        for name, split in manifest["splits"].items()
+        name: {"rows_out": split.rows, "files": len(split.files)}
+        for name, split in manifest.splits.items()
     }
-
-
-def bad_row_count(manifest: Mapping[str, Any]) -> int:
-    """Rows set aside as bad (the manifest's `bad_rows.count`; 0 when it has none)."""
-    bad = manifest.get("bad_rows") or {}
-    return int(bad.get("count", 0)) if isinstance(bad, Mapping) else int(bad)
 
 
 def run_summary(
@@ -89,7 +83,7 @@ def run_summary(
     exit_code: int,
     seconds: float,
     output: str | None,
-    manifest: Mapping[str, Any] | None = None,
+    manifest: Manifest | None = None,
     date: datetime.date | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
@@ -102,7 +96,7 @@ def run_summary(
     if manifest:
         splits = split_counts(manifest)
         rows_out = sum(s["rows_out"] for s in splits.values())
-        bad = bad_row_count(manifest)
+        bad = manifest.bad_row_count
         counts = {"rows_in": rows_out + bad, "rows_out": rows_out, "bad": bad, "splits": splits}
     return {
         "job": JOB,

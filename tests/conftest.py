@@ -36,9 +36,9 @@ import tensorflow as tf
 from hypothesis import settings
 
 from pipeline.cli import main as cli_main
-from transforms.columns import infer_shape, leaf_array
-from transforms.encode import encode_table
-from transforms.schema import (
+from transforms.encode.columns import infer_shape, leaf_array
+from transforms.encode.records import encode_table
+from transforms.encode.schema import (
     ColumnOptions,
     FeatureSpec,
     nested_list_columns,

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import decode_rows, encode_rows, plan_specs
 
-from transforms.schema import ConversionError, SchemaError
+from transforms.encode.schema import ConversionError, SchemaError
 
 ABSENT = object()  # the row has no such feature
 D = decimal.Decimal
@@ -433,7 +433,7 @@ def test_null_policy_default_needs_a_default():
 def test_null_policy_fail_names_row_and_column():
     table = pa.table({"c": pa.array([1, 2, None, 4], pa.int64())})
     specs = plan_specs(table, {"c": {"null_policy": "fail"}})
-    from transforms.encode import encode_table
+    from transforms.encode.records import encode_table
 
     with pytest.raises(ConversionError) as err:
         encode_table(table, specs, "trips.parquet", first_row=100)
@@ -447,7 +447,7 @@ def test_null_policy_fail_without_nulls_writes_all_rows():
 
 
 def test_null_counts_are_reported():
-    from transforms.encode import encode_table
+    from transforms.encode.records import encode_table
 
     table = pa.table({"a": [1, None, None], "b": ["x", None, "z"]})
     _, stats = encode_table(table, plan_specs(table), "t.parquet", 0)

@@ -386,7 +386,7 @@ def test_dry_run_stages_the_project_package(tmp_path):
     sdist = Path(staged["workflow.tar.gz"])
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"setup.py", "pipeline/cli.py", "transforms/encode.py"} <= names
+    assert {"setup.py", "pipeline/cli.py", "transforms/encode/records.py"} <= names
     if sdist.parent.parent == Path(tempfile.gettempdir()):
         shutil.rmtree(sdist.parent, ignore_errors=True)  # Beam leaves its staging dir behind
     assert STEPS <= top_level_steps(pipeline)

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import ConfigError, load_config
+from transforms.batch import TableBatch
 from transforms.deadletter import BadRowsError, check_bad_rows, isolate_bad_rows
-from transforms.encode import encode_table
-from transforms.read import TableBatch
-from transforms.schema import ColumnOptions, plan_features
+from transforms.encode.records import encode_table
+from transforms.encode.schema import ColumnOptions, plan_features
 
 EXIT_OK, EXIT_FAILED = 0, 1
 BIG = 2**63  # a uint64 that does not fit in int64

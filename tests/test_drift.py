@@ -11,7 +11,8 @@ import pytest
 from conftest import read_manifest, run_cli_captured
 
 from pipeline.drift import SchemaDriftError, check_drift
-from transforms.schema import plan_features
+from pipeline.manifest import StoredFeature
+from transforms.encode.schema import plan_features
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -62,10 +63,10 @@ def test_check_drift_lists_every_problem():
     old = plan_features(pa.schema([("a", pa.int64()), ("b", pa.string()), ("c", pa.float32())]), {})
     new = plan_features(pa.schema([("a", pa.float32()), ("c", pa.float32()), ("d", pa.int8())]), {})
     with pytest.raises(SchemaDriftError) as err:
-        check_drift([s.to_json() for s in old], new, "m.json")
+        check_drift([StoredFeature(s) for s in old], new, "m.json")
     assert "column 'a' changed type: kind 'int64' -> 'float'" in str(err.value)
     assert "column 'b' disappeared" in str(err.value)
-    assert check_drift([s.to_json() for s in old[2:]], new[1:], "m.json") == ["d"]
+    assert check_drift([StoredFeature(s) for s in old[2:]], new[1:], "m.json") == ["d"]
 
 
 def test_unreadable_expected_schema(tmp_path, previous):

@@ -20,7 +20,7 @@ from conftest import encode_rows, example_to_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.example_kernel import FRAME_OVERHEAD, crc32c, masked_crc32c
+from transforms.encode.kernel.example import FRAME_OVERHEAD, crc32c, masked_crc32c
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -12,8 +12,10 @@ import pytest
 from conftest import run_cli
 
 from pipeline.config import ConfigError, load_config
-from transforms.read import CsvOptions, InputError, input_schema, match_inputs
-from transforms.schema import SchemaError
+from transforms.encode.schema import SchemaError
+from transforms.read.csv_reader import CsvOptions
+from transforms.read.files import InputError
+from transforms.read.inputs import input_schema, match_inputs
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 

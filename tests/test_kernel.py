@@ -15,9 +15,14 @@ import pytest
 import tensorflow as tf
 from conftest import encode_rows
 
-from transforms import example_kernel
-from transforms.example_kernel import FRAME_OVERHEAD, KernelColumn, encode_records, masked_crc32c
-from transforms.kernel_plan import (
+from transforms.encode.kernel import example as example_kernel
+from transforms.encode.kernel.example import (
+    FRAME_OVERHEAD,
+    KernelColumn,
+    encode_records,
+    masked_crc32c,
+)
+from transforms.encode.kernel.layout import (
     BYTES_LIST,
     BYTES_SCALAR,
     FLOAT_FIXED,

@@ -25,7 +25,7 @@ from conftest import (
     run_cli_captured,
 )
 
-from transforms.read import plan_work
+from transforms.read.work import plan_work
 
 PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]

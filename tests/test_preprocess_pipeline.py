@@ -15,7 +15,7 @@ from conftest import REPO, read_manifest, run_cli_captured
 
 from pipeline.output_dir import clear_previous_output
 from pipeline.reader import load_dataset
-from transforms.preprocess.hashing import hash_bytes
+from transforms.hashing import hash_bytes
 
 CONFIG = REPO / "configs" / "taxi_preprocess.yaml"
 ROWS = 10_000
@@ -328,7 +328,8 @@ def test_overwrite_removes_the_old_transform_files(tmp_path):
         (out / name).write_text("x")
     manifest = {
         "manifest_version": 1,
-        "splits": {"train": {"files": ["train-0.tfrecord"]}},
+        "splits": {"train": {"rows": 1, "files": ["train-0.tfrecord"]}},
+        "features": [],
         "transform": {"files": ["transform/statistics.json", "transform/vocabulary_01_x.txt"]},
     }
     (out / "manifest.json").write_text(json.dumps(manifest))

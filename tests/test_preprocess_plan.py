@@ -11,10 +11,12 @@ import pyarrow as pa
 import pytest
 
 from pipeline.config import ConfigError, load_config
-from transforms.encode import encode_table
+from transforms.batch import TableBatch
+from transforms.encode.records import encode_table
+from transforms.encode.schema import ConversionError, plan_features
 from transforms.preprocess.analyzers import AnalyzeFn
 from transforms.preprocess.artifacts import check_artifacts, read_artifacts, write_artifacts
-from transforms.preprocess.plan import (
+from transforms.preprocess.chain import (
     PreprocessError,
     analysis_inputs,
     apply_steps,
@@ -23,8 +25,6 @@ from transforms.preprocess.plan import (
     prepare_fitted,
 )
 from transforms.preprocess.spec import StepError
-from transforms.read import TableBatch
-from transforms.schema import ConversionError, plan_features
 
 SOURCE = "configs/x.yaml"
 
@@ -371,7 +371,7 @@ def test_encoder_errors_after_a_filter_name_the_source_row():
 
 
 def _fail_on_null():
-    from transforms.schema import ColumnOptions
+    from transforms.encode.schema import ColumnOptions
 
     return ColumnOptions(null_policy="fail")
 

@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from transforms.preprocess import steps as st
-from transforms.preprocess.hashing import hash_bytes, hash_column
-from transforms.preprocess.plan import apply_steps, parse_steps, plan_preprocess, prepare_fitted
-from transforms.read import TableBatch
+from transforms.batch import TableBatch
+from transforms.hashing import hash_bytes, hash_column
+from transforms.preprocess import ops as st
+from transforms.preprocess.chain import apply_steps, parse_steps, plan_preprocess, prepare_fitted
 
 N = 500
 WORDS = ["a", "B", "cc", " Dd ", "e f", "", "ÄÖ", "x\ty", "  "]
@@ -132,10 +132,10 @@ def test_lower_strip_split_match_python():
     same(st.lower(arr), [None if v is None else v.lower() for v in values])
     same(st.strip(arr), [None if v is None else v.strip() for v in values])
     same(st.strip(arr, "a "), [None if v is None else v.strip("a ") for v in values])
-    same(st.split(arr), [None if v is None else v.split() for v in values])
-    same(st.split(arr, " "), [None if v is None else v.split(" ") for v in values])
+    same(st.split_text(arr), [None if v is None else v.split() for v in values])
+    same(st.split_text(arr, " "), [None if v is None else v.split(" ") for v in values])
     sliced = arr.slice(7, 100)  # offsets not starting at 0
-    same(st.split(sliced), [None if v is None else v.split() for v in sliced.to_pylist()])
+    same(st.split_text(sliced), [None if v is None else v.split() for v in sliced.to_pylist()])
 
 
 def test_hash_equals_the_documented_reference():
@@ -153,7 +153,7 @@ def test_hash_equals_the_documented_reference():
 
 def test_hash_bucket_is_stable_across_processes():
     code = (
-        "import pyarrow as pa; from transforms.preprocess.steps import hash_bucket; "
+        "import pyarrow as pa; from transforms.preprocess.ops import hash_bucket; "
         "print(hash_bucket(pa.array(['Cash', 'Credit Card', 'Pcard']), 16).to_pylist())"
     )
     other = subprocess.run(

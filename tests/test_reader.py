@@ -26,8 +26,8 @@ from pipeline.reader import (
     read_features,
     restore,
 )
-from transforms.encode import encode_table
-from transforms.schema import ColumnOptions, plan_features
+from transforms.encode.records import encode_table
+from transforms.encode.schema import ColumnOptions, plan_features
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample"
@@ -435,9 +435,9 @@ def test_manifest_describes_every_type(output):
         assert spec.shape == shape, name
     assert features["f64_keep"].spec.encoding == "float64_bytes"
     assert features["f64"].spec.encoding == "values"
-    train = read_manifest(str(output))["splits"]["train"]
-    assert train["rows"] == ROWS
-    assert len(train["files"]) == 3
+    train = read_manifest(str(output)).splits["train"]
+    assert train.rows == ROWS
+    assert len(train.files) == 3
 
 
 def test_round_trip_every_type(restored, source):
@@ -583,8 +583,8 @@ def test_other_compressions_and_sinks(work, source, restored, compression, sink,
         config=CONFIG,
     )
     manifest = read_manifest(str(out))
-    assert manifest["tf_compression_type"] == tf_type
-    assert all(f.endswith(suffix) for f in manifest["splits"]["train"]["files"])
+    assert manifest.tf_compression_type == tf_type
+    assert all(f.endswith(suffix) for f in manifest.splits["train"].files)
     got = collect(load_dataset(str(out), batch_size=100))
     assert set(got) == set(restored)
     for name, value in restored.items():
@@ -692,8 +692,8 @@ def test_restore_a_subset_and_unknown_keys(output):
     features = read_features(str(output))
     spec = parse_spec(features)
     manifest = read_manifest(str(output))
-    files = [str(output / name) for name in manifest["splits"]["train"]["files"]]
-    ds = tf.data.TFRecordDataset(files, compression_type=manifest["tf_compression_type"])
+    files = [str(output / name) for name in manifest.splits["train"].files]
+    ds = tf.data.TFRecordDataset(files, compression_type=manifest.tf_compression_type)
     records = next(iter(ds.batch(5)))
     parsed = tf.io.parse_example(records, {k: spec[k] for k in ("id", "grid")})
     got = restore(parsed, features)

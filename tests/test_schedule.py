@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, read_manifest, read_output, run_cli_captured
 
 from pipeline.config import ConfigError, JobConfig, load_config
+from pipeline.manifest import Manifest
 from pipeline.schedule import apply_date, parse_date, render_date, run_summary, split_counts
 
 DAY = datetime.date(2026, 12, 1)
@@ -72,9 +73,12 @@ def test_dataflow_config_is_valid_and_dated():
 
 
 def test_summary_counts_from_the_manifest():
-    manifest = {
-        "splits": {"train": {"rows": 8, "files": ["a", "b"]}, "eval": {"rows": 2, "files": ["c"]}}
+    data = {
+        "manifest_version": 1,
+        "features": [],
+        "splits": {"train": {"rows": 8, "files": ["a", "b"]}, "eval": {"rows": 2, "files": ["c"]}},
     }
+    manifest = Manifest.from_json(data)
     assert split_counts(manifest) == {
         "train": {"rows_out": 8, "files": 2},
         "eval": {"rows_out": 2, "files": 1},
@@ -83,7 +87,8 @@ def test_summary_counts_from_the_manifest():
         status="succeeded", exit_code=0, seconds=1.0, output="o", manifest=manifest
     )
     assert (summary["rows_in"], summary["rows_out"], summary["bad"]) == (10, 10, 0)
-    manifest["bad_rows"] = {"count": 3, "files": ["_errors/x.jsonl"]}
+    data["bad_rows"] = {"count": 3, "files": ["_errors/x.jsonl"]}
+    manifest = Manifest.from_json(data)
     summary = run_summary(
         status="succeeded", exit_code=0, seconds=1.0, output="o", manifest=manifest
     )

@@ -16,17 +16,13 @@ import pytest
 import tensorflow as tf
 from conftest import read_manifest, run_cli_captured
 
-from transforms.encode import EncodedBatch, concat_batches, encode_table
-from transforms.read import WorkItem
-from transforms.schema import plan_features
-from transforms.shard_files import (
-    BlockFile,
-    _TaskFiles,
-    gather_records,
-    shard_ids,
-    shuffle_keys,
-)
-from transforms.shard_plan import csv_bytes_per_row, plan_shards, plan_tasks
+from transforms.encode.records import EncodedBatch, concat_batches, encode_table
+from transforms.encode.schema import plan_features
+from transforms.read.work import WorkItem
+from transforms.write.files import BlockFile
+from transforms.write.grouped import gather_records, shard_ids, shuffle_keys
+from transforms.write.rolling import _TaskFiles
+from transforms.write.sizing import csv_bytes_per_row, plan_shards, plan_tasks
 
 SPLITS = "splits: {train: 80, eval: 10, test: 10}\n"
 
@@ -95,7 +91,7 @@ def _ids(buffer: np.ndarray, offsets: np.ndarray) -> list[int]:
 
 @pytest.mark.parametrize("compression", ["gzip", "zlib", "none"])
 def test_task_files_roll_at_the_limit_and_fold_the_last(tmp_path, compression):
-    from transforms.compression import gzip_compressor
+    from transforms.write.compression import gzip_compressor
 
     compress = gzip_compressor(None, "isal") if compression == "gzip" else None
     seq = iter(range(100))
@@ -314,12 +310,12 @@ def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.shard_files import PACK_MIN_BYTES, _ToShardsDoFn
-    from transforms.write import WriteShards
+    from transforms.write.beam import WriteShards
+    from transforms.write.grouped import PACK_MIN_BYTES, ToShardsFn
 
     big = [_framed(40_000, seed=k, source=f"f{k}", first=40_000 * k) for k in range(3)]
     small = [_framed(500, seed=9, source="g", first=0)]
-    fn = _ToShardsDoFn(2, None, "gzip")
+    fn = ToShardsFn(2, None, "gzip")
     fn.setup()
     kinds = [type(p).__name__ for _, p in fn.process(big[0])] + [
         type(p).__name__ for _, p in fn.process(small[0])

@@ -15,8 +15,8 @@ import tensorflow as tf
 from conftest import example_to_dict, read_manifest, run_cli
 
 from pipeline.config import ConfigError, load_config
-from transforms.preprocess.hashing import hash_bytes
-from transforms.split import assign_splits, partition_records
+from transforms.hashing import hash_bytes
+from transforms.split.assign import assign_splits, partition_records
 
 EXIT_OK, EXIT_USAGE = 0, 2
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "trips.parquet"

@@ -21,10 +21,12 @@ from google.protobuf.message import DecodeError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.verify import SourceRequest, verify_output
-from pipeline.verify_records import masked_crc, read_frames
-from pipeline.verify_report import format_report
-from pipeline.verify_source import sample_rows
+from pipeline.manifest import StoredFeature
+from pipeline.verify.records import read_frames
+from pipeline.verify.report import format_report
+from pipeline.verify.run import SourceRequest, verify_output
+from pipeline.verify.source import sample_rows
+from transforms.write.tfrecord import masked_crc
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ROWS = 240
@@ -433,9 +435,9 @@ def test_a_record_without_a_non_nullable_feature(parquet_out, copy):
 def test_ragged_lengths_and_float64_bytes_against_the_shapes(tmp_path):
     import tensorflow as tf
 
-    from pipeline.verify_records import RecordChecker
-    from pipeline.verify_report import Findings
-    from transforms.schema import FeatureSpec
+    from pipeline.verify.records import RecordChecker
+    from pipeline.verify.report import Findings
+    from transforms.encode.schema import FeatureSpec
 
     def feature(name, kind, shape, encoding="values", nulls=0):
         spec = FeatureSpec(name, (name,), kind, "float64", shape, encoding, "x")
@@ -456,7 +458,7 @@ def test_ragged_lengths_and_float64_bytes_against_the_shapes(tmp_path):
         feature("exact", "bytes", [2], "float64_bytes"),
     ]
     findings = Findings()
-    checker = RecordChecker(features, findings)
+    checker = RecordChecker([StoredFeature.from_json(f) for f in features], findings)
     good = example([1, 2, 3, 4], struct.pack("<2d", 0.5, 1.5))
     checker.check("f", [good, example([1, 2, 3], b"\0" * 12)], [0, 1])
     assert [f.message for f in findings.kept] == [
@@ -553,7 +555,7 @@ def test_usage_errors(tmp_path, parquet_out, copy, work):
 def test_feature_presence_agrees_with_protobuf(rows, noise):
     import tensorflow as tf
 
-    from pipeline.verify_keys import feature_presence
+    from pipeline.verify.keys import feature_presence
 
     def feature(values):
         if values and isinstance(values[0], bytes):

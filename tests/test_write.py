@@ -16,10 +16,11 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.encode import encode_table
-from transforms.example_kernel import masked_crc32c
-from transforms.schema import plan_features
-from transforms.write import WriteShards, check_level, gzip_compressor
+from transforms.encode.kernel.example import masked_crc32c
+from transforms.encode.records import encode_table
+from transforms.encode.schema import plan_features
+from transforms.write.beam import WriteShards
+from transforms.write.compression import check_level, gzip_compressor
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
 

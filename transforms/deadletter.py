@@ -12,28 +12,26 @@ The job writes them as JSON lines to `<output>/_errors/` and fails past a thresh
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime
 import decimal
 import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from transforms.schema import ConversionError
-
-if TYPE_CHECKING:
-    from transforms.read import TableBatch
+from transforms.batch import TableBatch, source_rows, take_rows
+from transforms.encode.schema import ConversionError
 
 __all__ = [
     "BAD_TAG",
     "ERRORS_DIR",
     "BadRowsError",
+    "BadSink",
     "CountBadRows",
     "WriteErrors",
     "bad_row",
@@ -41,8 +39,6 @@ __all__ = [
     "count_bad",
     "isolate_bad_rows",
     "row_values",
-    "source_rows",
-    "take_rows",
 ]
 
 BAD_TAG = "bad"
@@ -51,6 +47,7 @@ _METRICS_NAMESPACE = "tfrecord_etl"
 _LOCATED = re.compile(r": row (\d+|\?): column '((?:[^'\\]|\\.)*)': ")
 
 T = TypeVar("T")
+BadSink = Callable[[dict[str, Any]], None]  # takes one dead-letter dict
 
 
 class BadRowsError(ValueError):
@@ -98,20 +95,6 @@ def bad_row(
         "reason": reason,
         "values": values,
     }
-
-
-def source_rows(batch: TableBatch) -> np.ndarray:
-    """The source row of each row of the batch."""
-    if batch.rows is not None:
-        return np.asarray(batch.rows, dtype=np.int64)
-    return np.arange(batch.first_row, batch.first_row + batch.table.num_rows, dtype=np.int64)
-
-
-def take_rows(batch: TableBatch, indices: np.ndarray) -> TableBatch:
-    """The rows `indices` of the batch, keeping their source row numbers."""
-    indices = np.asarray(indices, dtype=np.int64)
-    table = batch.table.take(pa.array(indices, pa.int64()))
-    return dataclasses.replace(batch, table=table, rows=source_rows(batch)[indices])
 
 
 def _failing_rows(
@@ -212,6 +195,8 @@ def _to_line(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=False, ensure_ascii=False, default=str)
 
 
+@beam.typehints.with_input_types(dict[str, Any])
+@beam.typehints.with_output_types(str)
 class WriteErrors(beam.PTransform):
     """Bad-row dicts -> JSON lines files `<directory>/errors-SSSSS-of-NNNNN.jsonl` (none when
     there is no bad row); outputs their paths."""

@@ -22,8 +22,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.preprocess.chain import PreprocessPlan
 from transforms.preprocess.fitted_steps import VocabularyStep
-from transforms.preprocess.plan import PreprocessPlan
 from transforms.preprocess.spec import StepError
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from transforms.preprocess import steps
+from transforms.preprocess import ops
 from transforms.preprocess.spec import Param, StepConfig
 
 __all__ = [
@@ -153,5 +153,5 @@ class ColumnStep(Step):
         raise NotImplementedError
 
     def apply(self, table: pa.Table, fitted: Any = None) -> pa.Table:
-        out = self.transform(steps.column(table, self.column), fitted)
-        return steps.set_column(table, self.output, out)
+        out = self.transform(ops.column(table, self.column), fitted)
+        return ops.set_column(table, self.output, out)

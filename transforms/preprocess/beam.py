@@ -1,4 +1,4 @@
-"""The preprocessing PTransforms: thin wiring over plan.py, analyzers.py and artifacts.py."""
+"""The preprocessing PTransforms: thin wiring over chain.py, analyzers.py and artifacts.py."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from typing import Any
 
 import apache_beam as beam
 
+from transforms.batch import TableBatch
+from transforms.convert import Conversion
 from transforms.deadletter import BAD_TAG, count_bad, isolate_bad_rows
 from transforms.preprocess.analyzers import AnalyzeFn
 from transforms.preprocess.artifacts import read_artifacts, write_artifacts
-from transforms.preprocess.plan import (
+from transforms.preprocess.chain import (
     PreprocessPlan,
     analysis_inputs,
-    apply_steps,
     prepare_fitted,
 )
-from transforms.read import TableBatch
 
 __all__ = ["Analyze", "FitPreprocess", "Preprocess", "WriteArtifacts"]
 
@@ -40,11 +40,14 @@ class _WithFitted(beam.DoFn):
 
 
 class _ApplyDoFn(_WithFitted):
+    """TableBatch -> TableBatch: the conversion's transform stage (transforms/convert.py)."""
+
+    def __init__(self, conversion: Conversion) -> None:
+        super().__init__(conversion.preprocess)
+        self._conversion = conversion
+
     def process(self, batch: TableBatch, fitted: Mapping) -> Iterator:
-        prepared = self.prepared(fitted)
-        out, bad = isolate_bad_rows(
-            batch, lambda b: apply_steps(self._plan, b, prepared), "transform"
-        )
+        out, bad = self._conversion.transform(batch, self.prepared(fitted))
         count_bad("transform", bad)
         for row in bad:
             yield beam.pvalue.TaggedOutput(BAD_TAG, row)
@@ -69,17 +72,21 @@ class _InputsDoFn(_WithFitted):
 
 @beam.typehints.with_input_types(TableBatch)
 class Preprocess(beam.PTransform):
-    """TableBatch -> TableBatch (main output `batches`): every step, with the fitted analyzers
-    as a side input; the rows a step fails on go to the output tagged `bad` (dead-letter dicts).
+    """TableBatch -> TableBatch (main output `batches`): every step of the conversion's
+    preprocessing, with the fitted analyzers as a side input; the rows a step fails on go to
+    the output tagged `bad` (dead-letter dicts).
     """
 
-    def __init__(self, plan: PreprocessPlan, fitted: beam.pvalue.AsSingleton) -> None:
+    def __init__(self, conversion: Conversion, fitted: beam.pvalue.AsSingleton) -> None:
         super().__init__()
-        self._plan = plan
+        if conversion.preprocess is None:
+            raise ValueError("Preprocess needs a conversion with preprocessing steps")
+        self._conversion = conversion
         self._fitted = fitted
 
-    def expand(self, batches: beam.PCollection) -> beam.PCollection:
-        return batches | "Apply" >> beam.ParDo(_ApplyDoFn(self._plan), self._fitted).with_outputs(
+    def expand(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        apply = _ApplyDoFn(self._conversion)
+        return batches | "Apply" >> beam.ParDo(apply, self._fitted).with_outputs(
             BAD_TAG, main="batches"
         )
 

@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.preprocess import steps
+from transforms.encode.schema import default_scalar
+from transforms.preprocess import ops
 from transforms.preprocess.analyzers import DEFAULT_EPSILON, Counts, Moments, Quantiles
 from transforms.preprocess.base import (
     INT,
@@ -26,7 +27,6 @@ from transforms.preprocess.base import (
     is_text,
 )
 from transforms.preprocess.spec import Param, StepConfig
-from transforms.schema import default_scalar
 
 __all__ = [
     "Cast",
@@ -37,7 +37,7 @@ __all__ = [
     "Lower",
     "OneHot",
     "Reshape",
-    "Split",
+    "SplitText",
     "Strip",
 ]
 
@@ -66,7 +66,7 @@ class Cast(ColumnStep):
         return to
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.cast(arr, self.out_type)
+        return ops.cast(arr, self.out_type)
 
 
 class FillMissing(ColumnStep):
@@ -135,7 +135,7 @@ class FillMissing(ColumnStep):
         value = self.config["value"] if self.config["strategy"] is None else fitted
         if value is None:  # nothing to fit on: no row reached the analyzer
             return arr if arr.type == self.out_type else pc.cast(arr, self.out_type)
-        return steps.fill_missing(arr, default_scalar(value, self.out_type))
+        return ops.fill_missing(arr, default_scalar(value, self.out_type))
 
 
 class Clip(ColumnStep):
@@ -166,7 +166,7 @@ class Clip(ColumnStep):
         return t
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.clip(arr, *self.bounds)
+        return ops.clip(arr, *self.bounds)
 
 
 class Log1p(ColumnStep):
@@ -177,7 +177,7 @@ class Log1p(ColumnStep):
         return pa.float64()
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.log1p(arr)
+        return ops.log1p(arr)
 
 
 class HashBucket(ColumnStep):
@@ -200,7 +200,7 @@ class HashBucket(ColumnStep):
         return self.config["num_buckets"]
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.hash_bucket(arr, self.config["num_buckets"])
+        return ops.hash_bucket(arr, self.config["num_buckets"])
 
 
 class _TextStep(ColumnStep):
@@ -214,7 +214,7 @@ class Lower(_TextStep):
     kind = "lower"
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.lower(arr)
+        return ops.lower(arr)
 
 
 class Strip(_TextStep):
@@ -222,10 +222,10 @@ class Strip(_TextStep):
     params = {**ColumnStep.params, "chars": Param(STR)}
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.strip(arr, self.config["chars"])
+        return ops.strip(arr, self.config["chars"])
 
 
-class Split(_TextStep):
+class SplitText(_TextStep):
     kind = "split"
     params = {**ColumnStep.params, "sep": Param(STR)}
 
@@ -238,7 +238,7 @@ class Split(_TextStep):
         return pa.list_(t)
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        out = steps.split(arr, self.config["sep"])
+        out = ops.split_text(arr, self.config["sep"])
         return out if out.type == self.out_type else pc.cast(out, self.out_type)
 
 
@@ -270,7 +270,7 @@ class Reshape(ColumnStep):
         return t
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.reshape(arr, self.config["shape"])
+        return ops.reshape(arr, self.config["shape"])
 
 
 class OneHot(ColumnStep):
@@ -300,4 +300,4 @@ class OneHot(ColumnStep):
         return pa.list_(pa.type_for_alias(self.config["dtype"]), self.depth)
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.one_hot(arr, self.depth, self.out_type.value_type)
+        return ops.one_hot(arr, self.depth, self.out_type.value_type)

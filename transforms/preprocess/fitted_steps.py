@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from transforms.preprocess import steps
+from transforms.preprocess import ops
 from transforms.preprocess.analyzers import DEFAULT_EPSILON, Moments, Quantiles, Range, Vocabulary
 from transforms.preprocess.base import INT, KEY, NUM, NUMBER, ColumnStep, is_keyable
 from transforms.preprocess.spec import Param, StepConfig
@@ -27,7 +27,7 @@ class ZScore(ColumnStep):
         return Moments()
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.zscore(arr, fitted["mean"], fitted["std"])
+        return ops.zscore(arr, fitted["mean"], fitted["std"])
 
 
 class MinMax(ColumnStep):
@@ -48,7 +48,7 @@ class MinMax(ColumnStep):
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
         low, high = self.config["min"], self.config["max"]
-        return steps.min_max(arr, fitted["min"], fitted["max"], float(low), float(high))
+        return ops.min_max(arr, fitted["min"], fitted["max"], float(low), float(high))
 
 
 class VocabularyStep(ColumnStep):
@@ -88,7 +88,7 @@ class VocabularyStep(ColumnStep):
         return pa.array(result["values"], pa.binary() if self.binary else pa.string())
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.vocabulary_ids(arr, fitted, self.config["num_oov_buckets"])
+        return ops.vocabulary_ids(arr, fitted, self.config["num_oov_buckets"])
 
 
 class Bucketize(ColumnStep):
@@ -120,4 +120,4 @@ class Bucketize(ColumnStep):
         return np.asarray(result["boundaries"], dtype=np.float64)
 
     def transform(self, arr: pa.Array, fitted: Any) -> pa.Array:
-        return steps.bucketize(arr, fitted)
+        return ops.bucketize(arr, fitted)

@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.preprocess import steps
+from transforms.preprocess import ops
 from transforms.preprocess.base import STR, Step, with_field
 from transforms.preprocess.expr import Expr, ExprError
 from transforms.preprocess.spec import Param, StepConfig
@@ -35,7 +35,7 @@ class Select(Step):
         return pa.schema([schema.field(n) for n in self.config["columns"]])
 
     def apply(self, table: pa.Table, fitted: Any = None) -> pa.Table:
-        return steps.select(table, self.config["columns"])
+        return ops.select(table, self.config["columns"])
 
 
 class Drop(Select):
@@ -49,7 +49,7 @@ class Drop(Select):
         return pa.schema([f for f in schema if f.name not in gone])
 
     def apply(self, table: pa.Table, fitted: Any = None) -> pa.Table:
-        return steps.drop(table, self.config["columns"])
+        return ops.drop(table, self.config["columns"])
 
 
 class Rename(Step):
@@ -79,7 +79,7 @@ class Rename(Step):
         return pa.schema([f.with_name(mapping.get(f.name, f.name)) for f in schema])
 
     def apply(self, table: pa.Table, fitted: Any = None) -> pa.Table:
-        return steps.rename(table, self.mapping)
+        return ops.rename(table, self.mapping)
 
 
 class Filter(Step):
@@ -129,4 +129,4 @@ class Derive(Step):
         return self.config["name"]
 
     def apply(self, table: pa.Table, fitted: Any = None) -> pa.Table:
-        return steps.set_column(table, self.config["name"], self.expr.evaluate(table))
+        return ops.set_column(table, self.config["name"], self.expr.evaluate(table))

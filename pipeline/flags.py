@@ -1,0 +1,125 @@
+"""Every option of a conversion job, declared once: the `convert` flags and the config keys.
+
+An `Option` is a key of the YAML config (underscores) and, unless `flag=False`, the command-line
+flag of the same name (`--num-shards`, also spelled `--num_shards` as templates pass it). The
+argument parser (pipeline/cli.py) and the config's checks (pipeline/config.py) both derive from
+`OPTIONS`; the config's structured keys (csv, columns, splits, transforms) have parsers there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from transforms.write.beam import SINKS
+from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
+
+__all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
+
+FORMATS = ("parquet", "csv")
+
+
+def true_or_false(text: str) -> bool:
+    """A boolean flag's value: true or false (any case)."""
+    value = {"true": True, "false": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option: its config key, the YAML types it takes, its flag's form and help.
+
+    `form`: "scalar" (one value of `types[0]`), "bool" (`--x`, `--x=true|false`), "paths"
+    (one or more values; the config takes a path or a list) or "switch" (a bool flag, the config
+    also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
+    their own config parser (pipeline/config.py).
+    """
+
+    key: str
+    types: tuple[type, ...]
+    help: str
+    form: str = "scalar"
+    choices: tuple[str, ...] | None = None
+    flag: bool = True
+    metavar: str | None = None
+
+    @property
+    def flags(self) -> list[str]:
+        dashed = "--" + self.key.replace("_", "-")
+        return [dashed] if "_" not in self.key else [dashed, "--" + self.key]
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("input", (str, list), "paths or globs (local, gs://, any Beam filesystem)", "paths"),
+    Option("output", (str,), "output directory"),
+    Option("format", (str,), "default: from the file names", choices=FORMATS),
+    Option("num_shards", (int,), "files per split; default 0: as many as --shard-mb gives"),
+    Option("shard_mb", (float, int), "target shard size in MiB, default 128"),
+    Option(
+        "shuffle",
+        (bool, list),
+        "write every split in a seeded global shuffle (in the config: also a list of splits)",
+        "switch",
+    ),
+    Option("shuffle_seed", (int,), "the shuffle's seed, default 0"),
+    Option("fit_split", (str,), "the split analyzers are fitted on", flag=False),
+    Option("compression", (str,), "default gzip", choices=COMPRESSIONS),
+    Option("compression_level", (int,), "gzip level (isal 0-3, default 2; zlib 0-9, default 6)"),
+    Option("gzip_backend", (str,), "default isal (ISA-L)", choices=GZIP_BACKENDS),
+    Option("sink", (str,), "default blocks", choices=SINKS),
+    Option("batch_rows", (int,), "rows per Arrow batch, default 32768"),
+    Option(
+        "overwrite",
+        (bool,),
+        "replace a complete output (also --overwrite=true|false, as templates pass it)",
+        "bool",
+    ),
+    Option(
+        "transform_artifacts",
+        (str,),
+        "apply the fitted analyzers of a previous output (its dir or its transform/)",
+    ),
+    Option(
+        "max_bad_rows",
+        (int,),
+        "bad rows (to <output>/_errors/) allowed before the job fails; default 0",
+    ),
+    Option(
+        "max_bad_fraction",
+        (float, int),
+        "or the fraction of the rows read that may be bad; default 0",
+    ),
+    Option("split_key", (str,), "the column whose value picks the split", flag=False),
+    Option("split_salt", (str,), "salt of the split hash", flag=False),
+    Option(
+        "expect_schema",
+        (str,),
+        "a previous manifest (or output dir): fail before writing if a column disappeared "
+        "or changed type",
+    ),
+)
+
+
+def scalar_options() -> dict[str, Option]:
+    """The options whose config value is one checked scalar (not "paths" or "switch")."""
+    return {o.key: o for o in OPTIONS if o.form in ("scalar", "bool")}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add a flag for each option that has one, each with `dest` = its config key."""
+    for option in OPTIONS:
+        if not option.flag:
+            continue
+        kwargs: dict[str, Any] = {"dest": option.key, "help": option.help}
+        if option.form == "paths":
+            kwargs["nargs"] = "+"
+        elif option.form in ("bool", "switch"):
+            kwargs.update(nargs="?", const=True, type=true_or_false)
+        elif option.choices is not None:
+            kwargs["choices"] = option.choices
+        else:
+            kwargs["type"] = option.types[0]
+        parser.add_argument(*option.flags, **kwargs)

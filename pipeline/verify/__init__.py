@@ -1,0 +1,12 @@
+"""Checking an output: `tfrecord-etl verify` and `tfrecord-etl inspect`.
+
+- `run`: `verify_output`, the checks in order and the report.
+- `files`: the listing, the bad-row files, reading every shard, the counts.
+- `records`: frames and crcs (via transforms/write/tfrecord.py), each record against the
+  manifest's features.
+- `keys`: the feature keys of each record, read from its bytes.
+- `source`: the records the source gives, derived with the job's own per-batch conversion.
+- `compare`, `pairs`: source against output, as multisets of digests, changed rows paired.
+- `report`: findings and the report's text.
+- `inspect`: the manifest summary and the first records, as JSON.
+"""

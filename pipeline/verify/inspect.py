@@ -1,0 +1,89 @@
+"""`tfrecord-etl inspect PATH`: the manifest summary and the first records as readable JSON, for
+an output directory or a single TFRecord file (also one this project did not write: the schema
+is then inferred from the records). Needs TensorFlow's protobuf for tf.train.Example."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipeline.manifest import manifest_path, read_manifest
+from transforms.write.tfrecord import read_records
+
+__all__ = ["inspect_path"]
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, bytes):
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(v).decode("ascii")}
+    return v
+
+
+def _example(record: bytes) -> dict[str, Any]:
+    from tensorflow.core.example import example_pb2
+
+    example = example_pb2.Example.FromString(record)
+    out = {}
+    for name in sorted(example.features.feature):
+        feature = example.features.feature[name]
+        kind = feature.WhichOneof("kind")
+        values = [] if kind is None else list(getattr(feature, kind).value)
+        out[name] = [_value(v) for v in values]
+    return out
+
+
+def _inferred_schema(records: list[dict[str, Any]], raw: list[bytes]) -> dict[str, Any]:
+    from tensorflow.core.example import example_pb2
+
+    schema: dict[str, dict[str, Any]] = {}
+    for record in raw:
+        example = example_pb2.Example.FromString(record)
+        for name, feature in example.features.feature.items():
+            entry = schema.setdefault(name, {"kind": None, "lengths": set(), "present": 0})
+            kind = feature.WhichOneof("kind")
+            if kind is not None:
+                entry["kind"] = kind.removesuffix("_list")
+                entry["lengths"].add(len(getattr(feature, kind).value))
+            entry["present"] += 1
+    return {
+        name: {
+            "kind": e["kind"],
+            "lengths": sorted(e["lengths"]),
+            "in_records": e["present"],
+        }
+        for name, e in sorted(schema.items())
+    }
+
+
+def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
+    """A JSON-able report: for an output dir its manifest summary, else the schema inferred
+    from the first records; and the first `limit` records of the file (or first shard)."""
+    if FileSystems.exists(manifest_path(path)):
+        manifest = read_manifest(path)
+        files = [FileSystems.join(path, f) for f in manifest.files()]
+        records: list[bytes] = []
+        for f in files:
+            records += list(read_records(f, limit - len(records)))
+            if len(records) >= limit:
+                break
+        summary = {
+            "rows": manifest.rows,
+            "compression": manifest.compression,
+            "splits": manifest.to_json()["splits"],
+            "bad_rows": manifest.bad_row_count,
+            "features": {
+                f.name: {k: f.to_json()[k] for k in ("kind", "dtype", "shape", "null_count")}
+                for f in manifest.features
+            },
+        }
+        return {"path": path, "manifest": summary, "records": [_example(r) for r in records]}
+    if not FileSystems.exists(path):
+        raise FileNotFoundError(f"{path}: no such file, and no output directory with a manifest")
+    raw = list(read_records(path, limit))
+    records = [_example(r) for r in raw]
+    return {"path": path, "inferred_schema": _inferred_schema(records, raw), "records": records}

@@ -1,0 +1,200 @@
+"""Which features each serialized tf.train.Example holds, for a batch of records at once.
+
+A small compiled walk of the protobuf wire format collects the key of every map entry
+(Example.features = 1: Features; Features.feature = 1: map<string, Feature> entries; entry key =
+1), skipping every other field by its wire type. It decodes no value (the parse with the
+manifest's spec checks those). A record the walk cannot follow (a group, field number 0 or over
+2**29 - 1, a negative length or one past the end) is decoded with protobuf instead, so the
+result is protobuf's: several `features` fields merge, a key given twice counts once. Keys
+are matched to the feature names by their bytes (a 64-bit hash groups them, then each key of
+a group is compared byte for byte).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from numba import njit
+from tensorflow.core.example import example_pb2
+
+from transforms.hashing import hash_ranges
+
+__all__ = ["entry_keys", "feature_presence"]
+
+
+@njit(cache=True)
+def _varint(buf, p, end):  # noqa: ANN001, ANN202
+    """(value, position after it), or (0, -1) when it runs past `end` or over 64 bits."""
+    value, shift = 0, 0
+    while p < end:
+        b = buf[p]
+        p += 1
+        value |= np.int64(b & 0x7F) << shift
+        if b < 0x80:
+            return value, p
+        shift += 7
+        if shift > 63:
+            return 0, -1
+    return 0, -1
+
+
+@njit(cache=True)
+def _tag(buf, p, end):  # noqa: ANN001, ANN202
+    """A field's tag: (tag, position after it), or (0, -1) for one protobuf rejects: field
+    number 0 or over protobuf's largest (2**29 - 1)."""
+    tag, p = _varint(buf, p, end)
+    if p < 0 or tag >> 3 == 0 or tag < 0 or tag > 0xFFFFFFFF:
+        return 0, -1
+    return tag, p
+
+
+@njit(cache=True)
+def _length(buf, p, end):  # noqa: ANN001, ANN202
+    """A length-delimited field's length: (length, position after it), or (0, -1) when it is
+    not there or negative (over 63 bits), which protobuf rejects."""
+    n, p = _varint(buf, p, end)
+    if p < 0 or n < 0:
+        return 0, -1
+    return n, p
+
+
+@njit(cache=True)
+def _skip(buf, p, end, wire):  # noqa: ANN001, ANN202
+    """The position after a field's value of wire type `wire`, or -1."""
+    if wire == 0:
+        p = _varint(buf, p, end)[1]
+    elif wire == 1:
+        p += 8
+    elif wire == 2:
+        n, p = _length(buf, p, end)
+        if p < 0:
+            return -1
+        p += n
+    elif wire == 5:
+        p += 4
+    else:  # groups (3, 4) and the unused types: left to protobuf
+        return -1
+    return p if 0 <= p <= end else -1
+
+
+@njit(cache=True)
+def _entry_key(buf, p, end):  # noqa: ANN001, ANN202
+    """(key start, key end) of one map entry in buf[p:end] (empty when it has none), or -1s."""
+    ks = ke = p
+    while p < end:
+        tag, p = _tag(buf, p, end)
+        if p < 0:
+            return -1, -1
+        if tag == 0x0A:
+            n, p = _length(buf, p, end)
+            if p < 0 or p + n > end:
+                return -1, -1
+            ks, ke, p = p, p + n, p + n
+        else:
+            p = _skip(buf, p, end, tag & 7)
+            if p < 0:
+                return -1, -1
+    return ks, ke
+
+
+@njit(cache=True)
+def entry_keys(buf, offsets):  # noqa: ANN001, ANN201
+    """Every map entry key of each record buf[offsets[i]:offsets[i+1]]: (record, key start,
+    key end) arrays, and per record whether the walk could follow it."""
+    n = offsets.shape[0] - 1
+    cap = buf.shape[0] // 4 + 1  # an entry takes at least 4 bytes
+    rec = np.empty(cap, np.int64)
+    starts = np.empty(cap, np.int64)
+    ends = np.empty(cap, np.int64)
+    ok = np.ones(n, np.bool_)
+    k = 0
+    for i in range(n):
+        p, end, first = offsets[i], offsets[i + 1], k
+        while p < end and ok[i]:
+            tag, p = _tag(buf, p, end)
+            if p < 0:
+                ok[i] = False
+            elif tag == 0x0A:  # features
+                size, p = _length(buf, p, end)
+                if p < 0 or p + size > end:
+                    ok[i] = False
+                    break
+                stop = p + size
+                while p < stop and ok[i]:
+                    tag, p = _tag(buf, p, stop)
+                    if p < 0:
+                        ok[i] = False
+                    elif tag == 0x0A:  # one map entry
+                        size, p = _length(buf, p, stop)
+                        if p < 0 or p + size > stop:
+                            ok[i] = False
+                            break
+                        ks, ke = _entry_key(buf, p, p + size)
+                        if ks < 0:
+                            ok[i] = False
+                            break
+                        rec[k], starts[k], ends[k] = i, ks, ke
+                        k += 1
+                        p += size
+                    else:
+                        p = _skip(buf, p, stop, tag & 7)
+                        ok[i] = p >= 0
+            else:
+                p = _skip(buf, p, end, tag & 7)
+                ok[i] = p >= 0
+        if not ok[i]:
+            k = first
+    return rec[:k], starts[:k], ends[:k], ok
+
+
+def _key_bytes(buf: np.ndarray, start: int, end: int) -> bytes:
+    return buf[start:end].tobytes()
+
+
+def feature_presence(
+    records: Sequence[bytes], names: Sequence[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(present, unknown): present[i, j] is whether record i holds the feature `names[j]`;
+    unknown maps each other key found to the records holding it."""
+    n = len(records)
+    present = np.zeros((n, len(names)), np.bool_)
+    unknown: dict[str, list[int]] = {}
+    if n == 0:
+        return present, {}
+    column = {name.encode("utf-8"): j for j, name in enumerate(names)}
+    buf = np.frombuffer(b"".join(records), np.uint8)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum([len(r) for r in records], out=offsets[1:])
+    rec, starts, ends, ok = entry_keys(buf, offsets)
+    hashes = hash_ranges(starts, ends, buf, "")
+    order = np.argsort(hashes, kind="stable")
+    bounds = np.flatnonzero(np.diff(hashes[order])) + 1
+    for group in np.split(order, bounds):
+        while group.size:  # keys of one hash: those equal to the first, then the rest
+            s, e = int(starts[group[0]]), int(ends[group[0]])
+            key = _key_bytes(buf, s, e)
+            same = ends[group] - starts[group] == e - s
+            cand = group[same]
+            if e > s:
+                grid = buf[starts[cand][:, None] + np.arange(e - s)]
+                same[np.flatnonzero(same)] = (grid == buf[s:e]).all(axis=1)
+            hit, group = group[same], group[~same]
+            j = column.get(key)
+            if j is not None:
+                present[rec[hit], j] = True
+            else:
+                unknown.setdefault(key.decode("utf-8", "backslashreplace"), []).extend(rec[hit])
+    for i in np.flatnonzero(~ok):  # what the walk could not follow: protobuf decides
+        try:
+            keys = example_pb2.Example.FromString(records[i]).features.feature.keys()
+        except DecodeError:
+            continue  # not an Example at all: the parse reports it
+        for key in keys:
+            j = column.get(key.encode("utf-8"))
+            if j is not None:
+                present[i, j] = True
+            else:
+                unknown.setdefault(key, []).append(int(i))
+    return present, {k: np.unique(np.asarray(v, np.int64)) for k, v in unknown.items()}

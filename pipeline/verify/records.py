@@ -1,0 +1,187 @@
+"""The record side of `tfrecord-etl verify`: a shard's frames with every crc checked, and each
+record checked against the manifest's features.
+
+`read_frames` walks a shard's TFRecord frames with the format's own reader
+(transforms/write/tfrecord.py) and turns its faults into findings. A bad data crc spoils one
+record; a bad length crc, a record cut short or a stream that does not decompress ends the file
+(nothing after it can be trusted).
+
+`RecordChecker` parses batches of records with `tf.io.parse_example` and the manifest's own spec
+(`pipeline.reader.parse_spec`): a wrong kind, a fixed-length feature of another length or a
+missing non-nullable feature fail the parse; the lengths of ragged features are checked against
+the shapes; each record's feature keys (`keys.feature_presence`) give the features the
+manifest does not list and, per feature, the records it is absent from (its null count).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pipeline.manifest import StoredFeature
+from pipeline.reader import FLOAT64_BYTES, parse_spec
+from pipeline.verify.keys import feature_presence
+from pipeline.verify.report import Finding, Findings
+from transforms.write import tfrecord
+
+__all__ = ["Frame", "RecordChecker", "read_frames"]
+
+_TF_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|\[Op:\w+\]")  # op names in TF's errors
+
+# (record index in the file, byte offset in the decompressed stream, data or None, fault or None)
+Frame = tuple[int, int, bytes | None, Finding | None]
+
+
+def read_frames(path: str, compression: str) -> Iterator[Frame]:
+    """Every frame of the shard at `path`, crcs checked (transforms/write/tfrecord.py), with a
+    fault as a Finding: (index, offset, data, finding)."""
+    for index, offset, data, fault in tfrecord.read_frames(path, compression):
+        finding = None
+        if fault is not None:
+            check, message = fault
+            finding = Finding(check, message, file=path, record=index)
+        yield index, offset, data, finding
+
+
+def _allowed_lengths(f: StoredFeature) -> tuple[str, Any] | None:
+    """How many values a row of a ragged parse of `f` may hold: ("in", {..}), ("multiple", k)
+    or None (any)."""
+    shape = f.spec.shape
+    if f.spec.encoding == FLOAT64_BYTES:
+        return ("in", {0, 1}) if f.nullable else None
+    if shape is None:
+        return None
+    if f.ragged:
+        return "multiple", int(np.prod(shape[1:], dtype=np.int64))
+    return "in", {0, int(np.prod(shape, dtype=np.int64))}  # nullable fixed: absent or whole
+
+
+def _bytes_per_value(f: StoredFeature) -> tuple[str, int] | None:
+    """For float64_bytes: each value's byte length, exactly or as a multiple."""
+    if f.spec.encoding != FLOAT64_BYTES:
+        return None
+    shape = f.spec.shape
+    if shape is None:
+        return "multiple", 8
+    if f.ragged:
+        return "multiple", 8 * int(np.prod(shape[1:], dtype=np.int64))
+    return "exactly", 8 * int(np.prod(shape, dtype=np.int64))
+
+
+class RecordChecker:
+    """Checks records against the manifest's features and counts each feature's absences."""
+
+    def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
+        self.features = list(features)
+        self.spec = parse_spec(self.features)
+        self.order = [f.name for f in self.features]
+        self.findings = findings
+        self.records = 0  # records checked
+        self.present: collections.Counter[str] = collections.Counter()
+        self.first_absent: dict[str, str] = {}  # feature -> "file: record i"
+        self.unknown: dict[str, list] = {}  # key not in the manifest -> [count, first place]
+
+    def check(self, path: str, records: Sequence[bytes], indices: Sequence[int]) -> None:
+        """Check one batch of records of the shard `path` (record indices in that file)."""
+        self.records += len(records)
+        self._parse(path, list(records), list(indices))
+        self._keys(path, records, indices)
+
+    def _parse(self, path: str, records: list[bytes], indices: list[int]) -> None:
+        try:
+            parsed = tf.io.parse_example(tf.constant(records, tf.string), self.spec)
+        except tf.errors.InvalidArgumentError as err:
+            if len(records) == 1:
+                reason = _TF_NOISE.sub("", err.message.split("\n")[0]).strip()
+                self.findings.add(
+                    Finding(
+                        "parse",
+                        f"{path}: record {indices[0]}: does not parse as the manifest's "
+                        f"features: {reason}",
+                        file=path,
+                        record=indices[0],
+                    )
+                )
+                return
+            half = len(records) // 2
+            self._parse(path, records[:half], indices[:half])
+            self._parse(path, records[half:], indices[half:])
+            return
+        for f in self.features:
+            self._shape(path, f, parsed[f.name], indices)
+
+    def _shape(self, path: str, f: StoredFeature, value: Any, indices: list[int]) -> None:
+        problems: list[tuple[int, str]] = []
+        if isinstance(value, tf.RaggedTensor):
+            lengths = value.row_lengths().numpy()
+            rule = _allowed_lengths(f)
+            if rule is not None:
+                kind, allowed = rule
+                bad = ~np.isin(lengths, list(allowed)) if kind == "in" else lengths % allowed != 0
+                words = f"one of {sorted(allowed)}" if kind == "in" else f"a multiple of {allowed}"
+                problems += [
+                    (i, f"{lengths[i]} values, expected {words}") for i in np.flatnonzero(bad)
+                ]
+            strings = value.flat_values
+            rows = np.repeat(np.arange(len(lengths)), lengths)
+        else:
+            strings, rows = value, np.arange(len(indices))
+        rule = _bytes_per_value(f)
+        if rule is not None:
+            sizes = tf.strings.length(tf.reshape(strings, [-1])).numpy()
+            kind, size = rule
+            bad = sizes != size if kind == "exactly" else sizes % size != 0
+            words = f"{size}" if kind == "exactly" else f"a multiple of {size}"
+            problems += [
+                (rows[i], f"a float64 value of {sizes[i]} bytes, expected {words}")
+                for i in np.flatnonzero(bad)
+            ]
+        for i, text in problems:
+            self.findings.add(
+                Finding(
+                    "parse",
+                    f"{path}: record {indices[i]}: feature {f.name!r}: {text} "
+                    f"(shape {f.spec.shape}, encoding {f.spec.encoding})",
+                    file=path,
+                    record=indices[i],
+                )
+            )
+
+    def _keys(self, path: str, records: Sequence[bytes], indices: Sequence[int]) -> None:
+        present, unknown = feature_presence(records, self.order)
+        for name, count in zip(self.order, present.sum(axis=0).tolist(), strict=True):
+            self.present[name] += count
+            if count < len(records) and name not in self.first_absent:
+                first = int(np.argmin(present[:, self.order.index(name)]))
+                self.first_absent[name] = f"{path}: record {indices[first]}"
+        for key, rows in unknown.items():
+            entry = self.unknown.setdefault(key, [0, f"{path}: record {indices[int(rows[0])]}"])
+            entry[0] += len(rows)
+
+    def finish(self) -> None:
+        """Report unknown features and null counts that differ from the manifest's."""
+        for key, (count, first) in sorted(self.unknown.items()):
+            self.findings.add(
+                Finding(
+                    "features",
+                    f"feature {key!r} is in {count} record(s) but not in the manifest "
+                    f"(first: {first})",
+                )
+            )
+        for f in self.features:
+            absent = self.records - self.present[f.name]
+            if absent != f.null_count:
+                first = self.first_absent.get(f.name)
+                where = f" (first: {first})" if first else ""
+                self.findings.add(
+                    Finding(
+                        "nulls",
+                        f"feature {f.name!r} is absent from {absent} record(s){where}; the "
+                        f"manifest's null_count is {f.null_count}",
+                    )
+                )

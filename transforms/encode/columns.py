@@ -1,0 +1,250 @@
+"""Arrow column -> the encoder kernel's flat numpy form, one FeatureSpec at a time.
+
+Everything here is vectorized with pyarrow.compute and numpy; no Python object per row.
+Errors name the source file, the row (0-based data row in that file) and the column.
+"""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.encode.kernel.example import KernelColumn
+from transforms.encode.schema import (
+    BYTES,
+    FLOAT,
+    INT64,
+    ConversionError,
+    FeatureSpec,
+    default_scalar,
+)
+
+__all__ = ["infer_shape", "leaf_array", "to_kernel_column"]
+
+_INT64_MAX = 2**63 - 1
+_MS_PER_DAY = 86_400_000
+
+
+def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
+    """The column at `path`; a struct's nulls carry down to its leaves."""
+    column = table.column(path[0])
+    if isinstance(column, pa.ChunkedArray):
+        # One chunk (a slice of a table) needs no concatenation, which would copy it.
+        arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        arr = column
+    for name in path[1:]:
+        arr = pc.struct_field(arr, name)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr
+
+
+def _where(
+    source: str, first_row: int, index: int, name: str, rows: np.ndarray | None = None
+) -> str:
+    """Where a value is: `rows` (when rows were dropped) maps batch index -> source row."""
+    row = first_row + int(index) if rows is None else int(rows[int(index)])
+    return f"{source}: row {row}: column {name!r}"
+
+
+def _list_step(arr: pa.Array, off: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Descend one list level: the child array and, per row, offsets into it."""
+    if pa.types.is_fixed_size_list(arr.type):
+        size = arr.type.list_size
+        return arr.values, (off + arr.offset) * size
+    return arr.values, arr.offsets.to_numpy()[off]
+
+
+def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
+    """The shape of the first non-null value of a nested list column (None if all are null)."""
+    valid = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
+    if valid.size == 0:
+        return None
+    row = arr.slice(int(valid[0]), 1)
+    shape = []
+    off = np.array([0, 1], dtype=np.int64)
+    while (
+        pa.types.is_list(row.type)
+        or pa.types.is_large_list(row.type)
+        or pa.types.is_fixed_size_list(row.type)
+    ):
+        child, child_off = _list_step(row, off)
+        shape.append(int(child_off[1] - child_off[0]))
+        row, off = child, child_off
+        if shape[-1] == 0:
+            break
+        off = np.array([off[0], off[0] + 1], dtype=np.int64)
+    return tuple(shape)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _flatten_lists(
+    arr: pa.Array,
+    valid: np.ndarray,
+    spec: FeatureSpec,
+    source: str,
+    first_row: int,
+    rows: np.ndarray | None = None,
+) -> tuple[pa.Array, np.ndarray]:
+    """Per-row offsets into the innermost values, checking every level against the shape."""
+    n = len(arr)
+    off = np.arange(n + 1, dtype=np.int64)
+    row_of_element = np.arange(n, dtype=np.int64)  # row index of each element of this level
+    level = 0
+    while _is_list(arr.type):
+        element_has_row = valid if level == 0 else valid[row_of_element]
+        if level > 0:
+            element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
+            bad = np.flatnonzero(~element_valid & element_has_row)
+            if bad.size:
+                where = _where(source, first_row, row_of_element[bad[0]], spec.name, rows)
+                raise ConversionError(f"{where}: a nested list holds a null")
+        child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
+        lengths = np.diff(child_off)
+        dim = None if spec.shape is None else spec.shape[level]
+        if dim is not None and dim >= 0:
+            bad = np.flatnonzero((lengths != dim) & element_has_row)
+            if bad.size:
+                i = bad[0]
+                where = _where(source, first_row, row_of_element[i], spec.name, rows)
+                raise ConversionError(
+                    f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
+                    f"needs {dim} at dim {level} (set columns.{spec.name}.shape to fix the shape)"
+                )
+        if _is_list(child.type):  # the next level's elements, for its checks
+            row_of_element = np.repeat(row_of_element, lengths)
+        if level == 0:
+            row_off = child_off
+        else:
+            row_off = child_off[off - off[0]]
+        off = row_off
+        arr = child
+        level += 1
+    return arr, off
+
+
+def _int64_values(leaf: pa.Array, row_off: np.ndarray | None, where) -> np.ndarray:  # noqa: ANN001
+    """`leaf` as int64 (a null is 0: the kernel skips it); row_off None: one value per row."""
+    t = leaf.type
+    if pa.types.is_uint64(t):
+        too_big = pc.fill_null(pc.greater(leaf, pa.scalar(_INT64_MAX, pa.uint64())), False)
+        bad = np.flatnonzero(too_big.to_numpy(zero_copy_only=False))
+        if bad.size:
+            row = int(bad[0])
+            if row_off is not None:
+                row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
+            raise ConversionError(
+                f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} does not fit in int64"
+            )
+        leaf = pc.cast(leaf, pa.int64(), safe=False)
+    elif pa.types.is_date64(t):
+        ms = pc.fill_null(pc.cast(leaf, pa.int64()), 0).to_numpy(zero_copy_only=False)
+        return np.floor_divide(ms, _MS_PER_DAY)
+    elif pa.types.is_date32(t):
+        leaf = pc.cast(pc.cast(leaf, pa.int32()), pa.int64())
+    elif not pa.types.is_int64(t):
+        leaf = pc.cast(leaf, pa.int64())
+    if leaf.null_count:
+        leaf = pc.fill_null(leaf, 0)
+    return leaf.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _decimal_strings(leaf: pa.Array) -> pa.Array:
+    """Decimals as exact plain strings: "0.00000010", never Arrow's scientific "1.0E-7"."""
+    text = pc.cast(leaf, pa.string())
+    scientific = pc.fill_null(pc.match_substring(text, "E"), False)
+    if not pc.any(scientific).as_py():
+        return text
+    rows = np.flatnonzero(scientific.to_numpy(zero_copy_only=False))
+    plain = [format(decimal.Decimal(text[int(i)].as_py()), "f") for i in rows]
+    return pc.replace_with_mask(text, scientific, pa.array(plain, pa.string()))
+
+
+def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    t = leaf.type
+    if pa.types.is_decimal(t):
+        leaf = _decimal_strings(leaf)
+    if pa.types.is_fixed_size_binary(t):
+        leaf = pc.cast(leaf, pa.binary())
+    if not pa.types.is_large_binary(leaf.type):
+        leaf = pc.cast(leaf, pa.large_binary())
+    _, offsets_buf, data_buf = leaf.buffers()
+    value_off = np.frombuffer(offsets_buf, dtype=np.int64)[
+        leaf.offset : leaf.offset + len(leaf) + 1
+    ]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
+    return value_off, data
+
+
+def to_kernel_column(
+    table: pa.Table | pa.RecordBatch,
+    spec: FeatureSpec,
+    source: str,
+    first_row: int,
+    rows: np.ndarray | None = None,
+) -> tuple[KernelColumn, int]:
+    """The feature's column in kernel form, and how many rows have no value (null).
+
+    Errors name the source row: `first_row` + index, or `rows[index]` when rows is given.
+    """
+    arr = leaf_array(table, spec.path)
+    n = len(arr)
+    if spec.null_policy == "default" and arr.null_count:
+        arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
+    if nulls and spec.null_policy == "fail":
+        first = int(np.flatnonzero(~valid)[0])
+        raise ConversionError(
+            f"{_where(source, first_row, first, spec.name, rows)}: null value "
+            "(null_policy is 'fail')"
+        )
+    # row_off None: a scalar, one value per row, which the kernel reads without row offsets.
+    leaf, row_off = arr, None
+    if spec.shape != ():
+        has_row = np.ones(n, bool) if valid is None else valid
+        leaf, row_off = _flatten_lists(arr, has_row, spec, source, first_row, rows)
+        if leaf.null_count:
+            element_rows = np.repeat(np.arange(n), np.diff(row_off))
+            leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
+            bad = np.flatnonzero(~leaf_valid & has_row[element_rows])
+            if bad.size:
+                where = _where(source, first_row, element_rows[bad[0]], spec.name, rows)
+                raise ConversionError(f"{where}: a list holds a null element")
+        # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees
+        # the rest.
+        start = int(row_off[0])
+        leaf = leaf.slice(start, int(row_off[-1]) - start)
+        row_off = row_off - start
+
+    def where(i: int) -> str:
+        return _where(source, first_row, i, spec.name, rows)
+
+    if spec.encoding == "float64_bytes":
+        values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+        data = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
+        bounds = np.arange(n + 1, dtype=np.int64) if row_off is None else row_off
+        column = KernelColumn(BYTES, spec.name, valid, None, value_off=bounds * 8, data=data)
+    elif spec.kind == INT64:
+        values = _int64_values(leaf, row_off, where)
+        column = KernelColumn(INT64, spec.name, valid, row_off, values=values)
+    elif spec.kind == FLOAT:
+        if leaf.type != pa.float32():
+            leaf = pc.cast(leaf, pa.float32(), safe=False)
+        if leaf.null_count:
+            leaf = pc.fill_null(leaf, 0.0)
+        values = np.ascontiguousarray(leaf.to_numpy(zero_copy_only=False), "<f4")
+        column = KernelColumn(FLOAT, spec.name, valid, row_off, values=values)
+    else:
+        value_off, data = _bytes_buffers(leaf)
+        column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
+    return column, nulls

@@ -1,0 +1,102 @@
+"""Raw memory access for the numba kernels: loads and stores at an address, and a call of a C
+function by its address.
+
+The encoder kernel takes every column of a batch as addresses in one int64 array (see
+`example`), so one compiled function serves any schema: a tuple or list of numpy arrays
+would make numba compile (and cache) one specialization per combination of column types.
+The C function is passed by address for the same reason: a ctypes function captured as a
+global is baked into the machine code, which numba then cannot cache.
+
+Loads and stores are unaligned (align 1): on x86-64 and ARMv8 these are single instructions.
+The caller guarantees every address is inside a live buffer.
+
+The kernel's helpers take addresses and integers only, never arrays: numba counts references
+to an array passed to a function, inlined or not, and those atomic increments and decrements
+made the per-entry writer about 8x slower (100 ns against 13 ns per int64 entry, measured).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+__all__ = [
+    "call_u32_of_bytes",
+    "load_i64",
+    "load_u8",
+    "load_u32",
+    "store_u8",
+    "store_u32",
+    "store_u64",
+]
+
+
+def _address(context, builder, value, typ):  # noqa: ANN001, ANN202
+    """An integer argument as an i64 address."""
+    return context.cast(builder, value, typ, types.int64)
+
+
+def _pointer(context, builder, value, typ, bits: int):  # noqa: ANN001, ANN202
+    addr = _address(context, builder, value, typ)
+    return builder.inttoptr(addr, ir.IntType(bits).as_pointer())
+
+
+def _load(bits: int, result: types.Integer) -> object:
+    @intrinsic
+    def load(typingctx, addr):  # noqa: ANN001, ANN202
+        if not isinstance(addr, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+            ptr = _pointer(context, builder, args[0], signature.args[0], bits)
+            return builder.load(ptr, align=1)
+
+        return result(addr), codegen
+
+    return load
+
+
+def _store(bits: int) -> object:
+    @intrinsic
+    def store(typingctx, addr, value):  # noqa: ANN001, ANN202
+        if not (isinstance(addr, types.Integer) and isinstance(value, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+            v = context.cast(builder, args[1], signature.args[1], types.uint64)
+            if bits < 64:
+                v = builder.trunc(v, ir.IntType(bits))
+            ptr = _pointer(context, builder, args[0], signature.args[0], bits)
+            builder.store(v, ptr, align=1)
+            return context.get_dummy_value()
+
+        return types.none(addr, value), codegen
+
+    return store
+
+
+load_u8 = _load(8, types.uint8)
+load_u32 = _load(32, types.uint32)
+load_i64 = _load(64, types.int64)
+store_u8 = _store(8)
+store_u32 = _store(32)
+store_u64 = _store(64)
+
+
+@intrinsic
+def call_u32_of_bytes(typingctx, fn, addr, size):  # noqa: ANN001, ANN201 (numba's typing API)
+    """`uint32_t fn(const uint8_t *addr, size_t size)` called through its address `fn`."""
+    if not all(isinstance(t, types.Integer) for t in (fn, addr, size)):
+        return None
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        fn_addr, data, n = (
+            _address(context, builder, v, t) for v, t in zip(args, signature.args, strict=True)
+        )
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64)])
+        target = builder.inttoptr(fn_addr, fnty.as_pointer())
+        return builder.call(target, [builder.inttoptr(data, i8p), n])
+
+    return types.uint32(fn, addr, size), codegen

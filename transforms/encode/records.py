@@ -1,0 +1,104 @@
+"""Arrow batch -> serialized tf.train.Example records, and the counts the manifest takes from them.
+
+`encode_table` prepares each column (columns.py) and serializes every row with one call of the
+compiled kernel (kernel/example.py); an `EncodedBatch` carries the records of a batch as one
+buffer and offsets, framed as TFRecord or not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from transforms.encode.columns import to_kernel_column
+from transforms.encode.kernel.example import encode_records
+from transforms.encode.schema import FeatureSpec
+
+__all__ = ["BatchStats", "EncodedBatch", "concat_batches", "encode_table"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedBatch:
+    """Records of one batch: record i is buffer[offsets[i]:offsets[i+1]] (framed or not).
+
+    `task`, `source` and `first_row` say where the rows came from (the ReadTask, the file and
+    its first row), so writers can keep a task's rows together and order blocks the same way
+    on every run.
+    """
+
+    buffer: np.ndarray
+    offsets: np.ndarray
+    framed: bool
+    task: int = 0
+    source: str = ""
+    first_row: int = 0
+
+    @property
+    def num_records(self) -> int:
+        return len(self.offsets) - 1
+
+    def records(self) -> list[bytes]:
+        """One bytes object per record (for sinks that frame records themselves)."""
+        n = self.num_records
+        arr = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(self.offsets), pa.py_buffer(self.buffer)]
+        )
+        return arr.to_pylist()
+
+
+def concat_batches(parts: Sequence[EncodedBatch]) -> EncodedBatch:
+    """The records of several encoded batches as one, in their order (the origin fields are
+    the first part's)."""
+    if len(parts) == 1:
+        return parts[0]
+    buffer = np.concatenate([p.buffer[p.offsets[0] : p.offsets[-1]] for p in parts])
+    offsets, base = [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        offsets.append(p.offsets[1:] - p.offsets[0] + base)
+        base += int(p.offsets[-1] - p.offsets[0])
+    return dataclasses.replace(parts[0], buffer=buffer, offsets=np.concatenate(offsets))
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchStats:
+    """Counts a batch contributes to the manifest."""
+
+    rows: int
+    nulls: dict[str, int]
+    split_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def merge(self, other: BatchStats) -> BatchStats:
+        nulls = dict(self.nulls)
+        for name, count in other.nulls.items():
+            nulls[name] = nulls.get(name, 0) + count
+        split_rows = dict(self.split_rows)
+        for name, count in other.split_rows.items():
+            split_rows[name] = split_rows.get(name, 0) + count
+        return BatchStats(self.rows + other.rows, nulls, split_rows)
+
+
+def encode_table(
+    table: pa.Table,
+    specs: Sequence[FeatureSpec],
+    source: str,
+    first_row: int,
+    framed: bool = False,
+    rows: np.ndarray | None = None,
+) -> tuple[EncodedBatch, BatchStats]:
+    """Serialize every row of `table` as a tf.train.Example with the features `specs` describe.
+
+    Raises ConversionError naming source, row and column for a value that cannot be written;
+    the row is `first_row` + index, or `rows[index]` (the source rows, when rows were dropped).
+    """
+    columns = []
+    nulls = {}
+    for spec in specs:
+        column, null_count = to_kernel_column(table, spec, source, first_row, rows)
+        columns.append(column)
+        nulls[spec.name] = null_count
+    buffer, offsets = encode_records(columns, table.num_rows, framed=framed)
+    stats = BatchStats(table.num_rows, nulls)
+    return EncodedBatch(buffer, offsets, framed, source=source, first_row=first_row), stats

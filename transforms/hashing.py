@@ -1,0 +1,103 @@
+"""A stable 64-bit hash of strings, vectorized over Arrow buffers (numba).
+
+hash(v) = fmix64(fnv1a64(bytes(v))), where
+  fnv1a64:  h = 0xcbf29ce484222325; for each byte b: h = (h ^ b) * 0x100000001b3  (mod 2**64)
+  fmix64:   MurmurHash3's finalizer: h ^= h >> 33; h *= 0xff51afd7ed558ccd; h ^= h >> 33;
+            h *= 0xc4ceb9fe1a85ec53; h ^= h >> 33                               (mod 2**64)
+and bytes(v) is the UTF-8 text of a string, the bytes of a binary value, and the decimal text
+of an integer ("-12"). The finalizer spreads every input bit over the low bits, which FNV-1a
+alone does not (its value mod 2**k depends only on the low k bits of each byte). The hash
+depends on nothing but the bytes: not on the process, machine, Python's hash seed or versions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+__all__ = ["hash_bytes", "hash_column", "hash_ranges", "hash_ranges_kernel"]
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+
+
+@njit(cache=True)
+def hash_ranges_kernel(
+    starts: np.ndarray, ends: np.ndarray, data: np.ndarray, prefix: np.ndarray
+) -> np.ndarray:  # pragma: no cover
+    """hash(prefix + data[starts[i]:ends[i]]) for each i (prefix: a salt, or empty)."""
+    n = len(starts)
+    out = np.empty(n, dtype=np.uint64)
+    h0 = _FNV_OFFSET
+    for j in range(len(prefix)):
+        h0 = (h0 ^ np.uint64(prefix[j])) * _FNV_PRIME
+    for i in range(n):
+        h = h0
+        for j in range(starts[i], ends[i]):
+            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+        h ^= h >> _S33
+        h *= _M1
+        h ^= h >> _S33
+        h *= _M2
+        h ^= h >> _S33
+        out[i] = h
+    return out
+
+
+_NO_PREFIX = np.empty(0, np.uint8)
+
+
+def _hash_values(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    return hash_ranges_kernel(offsets[:-1], offsets[1:], data, _NO_PREFIX)
+
+
+def hash_bytes(value: bytes) -> int:
+    """The same hash for one value, in plain Python (the reference for the kernel)."""
+    mask = (1 << 64) - 1
+    h = int(_FNV_OFFSET)
+    for b in value:
+        h = ((h ^ b) * int(_FNV_PRIME)) & mask
+    h ^= h >> 33
+    h = (h * int(_M1)) & mask
+    h ^= h >> 33
+    h = (h * int(_M2)) & mask
+    h ^= h >> 33
+    return h
+
+
+def _as_large_binary(arr: pa.Array) -> pa.Array:
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_integer(t):
+        arr = pc.cast(arr, pa.string())
+    if not pa.types.is_large_binary(arr.type):
+        arr = pc.cast(arr, pa.large_binary())
+    return arr
+
+
+def hash_column(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """uint64 hash of every value of a string, binary or integer column (nulls hash as b"")."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = _as_large_binary(arr)
+    if len(arr) == 0:
+        return np.empty(0, dtype=np.uint64)
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    return _hash_values(offsets, data)
+
+
+def hash_ranges(starts: np.ndarray, ends: np.ndarray, data: np.ndarray, salt: str) -> np.ndarray:
+    """uint64 hash of salt + data[starts[i]:ends[i]] for each i."""
+    salt_bytes = np.frombuffer(salt.encode("utf-8"), np.uint8) if salt else np.empty(0, np.uint8)
+    return hash_ranges_kernel(
+        np.asarray(starts, np.int64), np.asarray(ends, np.int64), data, salt_bytes
+    )

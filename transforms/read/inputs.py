@@ -1,0 +1,77 @@
+"""What the job reads: the files the input patterns match, their format, their one schema."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.encode.schema import SchemaError
+from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
+from transforms.read.files import InputError
+from transforms.read.parquet_reader import parquet_file
+
+__all__ = ["detect_format", "input_schema", "match_inputs"]
+
+
+def match_inputs(patterns: Sequence[str]) -> list[str]:
+    """Every file the patterns (paths or globs, any Beam filesystem) name, sorted, deduplicated."""
+    paths: list[str] = []
+    for pattern in patterns:
+        results = FileSystems.match([pattern])[0].metadata_list
+        files = sorted(m.path for m in results if not m.path.endswith("/"))
+        if not files:
+            raise InputError(f"{pattern}: no file matches this input")
+        paths.extend(files)
+    return sorted(dict.fromkeys(paths))
+
+
+def detect_format(paths: Sequence[str], fmt: str | None) -> str:
+    if fmt:
+        if fmt not in ("parquet", "csv"):
+            raise InputError(f"format {fmt!r} is not one of parquet, csv")
+        return fmt
+    kinds = set()
+    for path in paths:
+        name = path.lower()
+        if name.endswith((".parquet", ".parq", ".pq")):
+            kinds.add("parquet")
+        elif name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
+            kinds.add("csv")
+        else:
+            raise InputError(f"{path}: cannot tell the format from the name; pass --format")
+    if len(kinds) > 1:
+        raise InputError(f"inputs mix formats {sorted(kinds)}; convert them in separate runs")
+    return kinds.pop()
+
+
+
+def _same_schema(a: pa.Schema, b: pa.Schema) -> str | None:
+    """None when equal, else what differs first."""
+    if a.names != b.names:
+        return f"columns {a.names} vs {b.names}"
+    for fa, fb in zip(a, b, strict=True):
+        if fa.type != fb.type:
+            return f"column {fa.name!r}: {fa.type} vs {fb.type}"
+    return None
+
+
+def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
+    """The one schema every input file agrees on; an error names two files that disagree."""
+    if fmt == "parquet":
+        schemas = [parquet_file(p).schema_arrow for p in paths]
+    else:
+        first = csv_schema(paths[0], csv)
+        schemas = [first]
+        for path in paths[1:]:
+            names = csv_column_names(path, csv)
+            schemas.append(
+                first if names == first.names else pa.schema([(n, pa.null()) for n in names])
+            )
+    for path, schema in zip(paths[1:], schemas[1:], strict=True):
+        diff = _same_schema(schemas[0], schema)
+        if diff:
+            raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
+    return schemas[0].remove_metadata()
+

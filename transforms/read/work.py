@@ -1,0 +1,79 @@
+"""Work items (a Parquet row group, a CSV file) and read tasks: the units workers read.
+
+Work is split at construction: one work item per Parquet row group, one per CSV file. Each
+work item yields `TableBatch`es of at most `batch_rows` rows, tagged with the source file and
+the 0-based index of their first data row in that file (for error messages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.batch import TableBatch
+from transforms.deadletter import BadSink
+from transforms.read.csv_reader import CsvOptions, csv_batches
+from transforms.read.parquet_reader import parquet_batches, parquet_file
+
+__all__ = ["ReadTask", "WorkItem", "plan_work", "read_work_item"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkItem:
+    path: str
+    row_group: int | None  # None: the whole file (CSV)
+    first_row: int
+    num_rows: int | None = None  # a row group's rows (None for CSV: not known before reading)
+    source_bytes: int = 0  # a row group's uncompressed bytes, a CSV file's size on disk
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """Work items one worker reads in order, in one go: the rows of one set of output shards
+    (see transforms/write/sizing.py)."""
+
+    index: int
+    items: tuple[WorkItem, ...]
+
+
+
+def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
+    """Parquet: one item per row group (the unit a worker reads); CSV: one item per file."""
+    if fmt == "csv":
+        sizes = {
+            m.path: m.size_in_bytes for r in FileSystems.match(list(paths)) for m in r.metadata_list
+        }
+        return [WorkItem(p, None, 0, None, int(sizes.get(p, 0))) for p in paths]
+    items = []
+    for path in paths:
+        meta = parquet_file(path).metadata
+        first = 0
+        for rg in range(meta.num_row_groups):
+            group = meta.row_group(rg)
+            if group.num_rows:  # an empty row group is no work
+                items.append(WorkItem(path, rg, first, group.num_rows, int(group.total_byte_size)))
+            first += group.num_rows
+    return items
+
+
+
+def read_work_item(
+    item: WorkItem,
+    fmt: str,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+    on_bad: BadSink | None = None,
+) -> Iterator[TableBatch]:
+    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema.
+
+    With `on_bad`, a CSV row that cannot be read (wrong number of fields, a value that does not
+    convert) is passed to it as a dead-letter dict; without, it fails the read.
+    """
+    if fmt == "csv":
+        yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
+        return
+    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows)

@@ -1,0 +1,154 @@
+"""The sinks: encoded batches of one split -> its final shard files.
+
+`WriteShards` picks how (see files.py, rolling.py, grouped.py and finalize.py beside it):
+- sink "blocks" (default): batches arrive already framed (length, masked crc32c, data, masked
+  crc32c per record) and are written as blocks, gzip one member per block.
+  - by default each ReadTask's rows are written where they are encoded, in files of the target
+    size (tasks as sizing.py planned them): no shuffle, shards of even size;
+  - with `num_shards` > 0, or a shuffle seed, every batch is cut into one piece per shard and
+    the pieces meet by shard (a GroupByKey): exactly `num_shards` files, or a seeded global
+    shuffle.
+  Temp files go to `temp_dir` and are renamed into place once all are written.
+- sink "tfrecordio": Beam's WriteToTFRecord, one element per record (Beam frames each record;
+  Beam's own sharding: `num_shards`, or 0 for the runner's choice).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.tfrecordio import WriteToTFRecord
+
+from transforms.encode.records import EncodedBatch
+from transforms.write.compression import (
+    COMPRESSIONS,
+    GZIP_BACKENDS,
+    check_level,
+    file_suffix,
+    gzip_compressor,
+)
+from transforms.write.files import ShardFile
+from transforms.write.finalize import finalize_shards
+from transforms.write.grouped import ToShardsFn, WriteShardFn
+from transforms.write.rolling import RollingWriteFn
+
+__all__ = [
+    "COMPRESSIONS",
+    "GZIP_BACKENDS",
+    "SINKS",
+    "WriteShards",
+    "check_level",
+    "file_suffix",
+    "gzip_compressor",
+]
+
+SINKS = ("blocks", "tfrecordio")
+SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
+DEFAULT_TARGET_BYTES = 128 << 20
+
+_BEAM_COMPRESSION = {
+    "gzip": CompressionTypes.GZIP,
+    "zlib": CompressionTypes.DEFLATE,
+    "none": CompressionTypes.UNCOMPRESSED,
+}
+
+
+def _tfrecordio_shard(path: str, split: str) -> ShardFile:
+    return ShardFile(split, path, None, None)
+
+
+@beam.typehints.with_input_types(EncodedBatch)
+@beam.typehints.with_output_types(ShardFile)
+class WriteShards(beam.PTransform):
+    """EncodedBatch of split `split` -> ShardFile per final shard `<prefix>-SSSSS-of-NNNNN...`.
+
+    `target_bytes`: the size at which the rolling write starts a new file; `num_shards` > 0
+    or `shuffle_seed`: a grouped write into exactly `num_shards` files; `temp_dir`: where the
+    blocks sink writes before it renames (a directory of the output, unique to the run, that
+    the caller removes; by default one beside `prefix` that this transform removes).
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        split: str = "train",
+        compression: str = "gzip",
+        num_shards: int = 0,
+        sink: str = "blocks",
+        level: int | None = None,
+        backend: str = "isal",
+        temp_dir: str | None = None,
+        shuffle_seed: int | None = None,
+        target_bytes: int = DEFAULT_TARGET_BYTES,
+    ) -> None:
+        super().__init__()
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression {compression!r} is not one of {list(COMPRESSIONS)}")
+        if sink not in SINKS:
+            raise ValueError(f"sink {sink!r} is not one of {list(SINKS)}")
+        if shuffle_seed is not None and num_shards < 1:
+            raise ValueError("a shuffled write needs the number of shards")
+        if sink == "tfrecordio" and shuffle_seed is not None:
+            raise ValueError("the tfrecordio sink does not shuffle; use the blocks sink")
+        check_level(backend, level)
+        self._prefix = prefix
+        self._split = split
+        self._compression = compression
+        self._num_shards = num_shards
+        self._sink = sink
+        self._level = level
+        self._backend = backend
+        self._own_temp_dir = temp_dir is None
+        self._temp_dir = temp_dir or f"{prefix}-temp-{uuid.uuid4().hex[:16]}"
+        self._seed = shuffle_seed
+        self._target = target_bytes
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        if self._sink == "tfrecordio":
+            return (
+                batches
+                | "SplitRecords" >> beam.FlatMap(EncodedBatch.records)  # bytes per record
+                | "WriteToTFRecord"
+                >> WriteToTFRecord(
+                    self._prefix,
+                    file_name_suffix=file_suffix(self._compression),
+                    num_shards=self._num_shards,
+                    shard_name_template=SHARD_TEMPLATE,
+                    compression_type=_BEAM_COMPRESSION[self._compression],
+                )  # str: final shard path
+                | "Shards" >> beam.Map(_tfrecordio_shard, self._split)
+            )
+        args = (self._split, self._temp_dir, self._compression, self._level, self._backend)
+        if self._num_shards > 0:
+            parts = (
+                batches
+                | "ToShards"
+                >> beam.ParDo(
+                    ToShardsFn(
+                        self._num_shards, self._seed, self._compression, self._level, self._backend
+                    )
+                )
+                # (shard index, EncodedBatch, or PackedPiece: a gzip member)
+                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [pieces])
+                | "WriteShard" >> beam.ParDo(WriteShardFn(*args, self._seed))  # ShardPart
+            )
+        else:
+            writer = RollingWriteFn(*args, self._target)
+            parts = batches | "WriteParts" >> beam.ParDo(writer)  # ShardPart (temp file)
+        return (
+            batches.pipeline
+            | "Once" >> beam.Create([None])
+            | "Finalize"
+            >> beam.FlatMap(
+                finalize_shards,
+                beam.pvalue.AsList(parts),
+                self._split,
+                self._prefix,
+                self._compression,
+                self._num_shards,
+                self._temp_dir,
+                self._own_temp_dir,
+            )  # ShardFile
+        )

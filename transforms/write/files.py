@@ -1,0 +1,125 @@
+"""Shard files while they are written: `BlockFile` (blocks of framed records in, compressed as
+configured), the temp file it leaves (`ShardPart`) and the final shard (`ShardFile`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.write.compression import ZLIB_LEVEL, file_suffix, gzip_compressor
+
+__all__ = ["BlockFile", "ShardFile", "ShardPart", "block_compressor", "shard_name", "temp_path"]
+
+_COPY_BYTES = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPart:
+    """One temp file, written and closed. `order` ranks it among its split's files: (task, part)
+    for a rolling write, (shard, 0) for a grouped one."""
+
+    split: str
+    order: tuple[int, int]
+    temp_path: str
+    rows: int
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFile:
+    """One final shard; rows and bytes are None when Beam's own TFRecord sink wrote it."""
+
+    split: str
+    path: str
+    rows: int | None
+    bytes: int | None
+
+
+def shard_name(prefix: str, index: int, count: int, suffix: str) -> str:
+    return f"{prefix}-{index:05d}-of-{count:05d}{suffix}"
+
+
+class BlockFile:
+    """One shard file being written: blocks of framed records in, compressed as configured.
+
+    gzip: each block is one gzip member; zlib: one zlib stream for the file (TensorFlow's ZLIB);
+    none: the framed bytes. `bytes` counts what reached the file so far.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        compression: str,
+        compress: Callable[[memoryview], bytes] | None,
+        order: tuple[int, int],
+        split: str,
+    ) -> None:
+        self.path, self.order, self.split = path, order, split
+        self._compression = compression
+        self._compress = compress
+        self._deflate = zlib.compressobj(ZLIB_LEVEL) if compression == "zlib" else None
+        self._file = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        self.rows = 0
+        self.bytes = 0
+        self.framed = 0  # framed bytes written (before compression)
+
+    def _put(self, data: bytes | memoryview) -> None:
+        if data:
+            self._file.write(data)
+            self.bytes += len(data)
+
+    def write(self, buffer: np.ndarray, rows: int) -> None:
+        data: bytes | memoryview = memoryview(buffer)
+        if self._deflate is not None:  # a sync flush per block: `bytes` is then what it holds
+            data = self._deflate.compress(data) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+        elif self._compress is not None:
+            data = self._compress(data)
+        self._put(data)
+        self.rows += rows
+        self.framed += int(buffer.nbytes)
+
+    def write_compressed(self, data: bytes, rows: int, framed_bytes: int) -> None:
+        """A block compressed already (a gzip member of `framed_bytes` of framed records)."""
+        self._put(data)
+        self.rows += rows
+        self.framed += framed_bytes
+
+    def append(self, other: ShardPart) -> None:
+        """Append the records of a closed temp file of the same compression, and delete it.
+        gzip and none: its bytes as they are (gzip members concatenate); zlib: re-deflated."""
+        inflate = zlib.decompressobj() if self._deflate is not None else None
+        with FileSystems.open(other.temp_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            while chunk := f.read(_COPY_BYTES):
+                if inflate is not None:
+                    self._put(self._deflate.compress(inflate.decompress(chunk)))
+                else:
+                    self._put(chunk)
+        self.rows += other.rows
+        FileSystems.delete([other.temp_path])
+
+    def close(self) -> ShardPart:
+        if self._deflate is not None:
+            self._put(self._deflate.flush())
+        self._file.close()
+        return ShardPart(self.split, self.order, self.path, self.rows, self.bytes)
+
+
+
+def block_compressor(
+    compression: str, level: int | None, backend: str
+) -> Callable[[memoryview], bytes] | None:
+    """What each block goes through: a gzip member per block, or None (zlib deflates per file)."""
+    return gzip_compressor(level, backend) if compression == "gzip" else None
+
+
+def temp_path(temp_dir: str, split: str, order: tuple[int, int], compression: str) -> str:
+    """A temp file's unique path: an attempt that does not commit never shares one."""
+    name = f"{split}-{order[0]:06d}-{order[1]:05d}-{uuid.uuid4().hex}{file_suffix(compression)}"
+    return FileSystems.join(temp_dir, name)
+
