@@ -35,7 +35,19 @@ setup(
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
         "tf": ["tensorflow-cpu>=2.15"],
-        "test": ["tensorflow-cpu>=2.15", "pytest>=8", "hypothesis>=6", "ruff>=0.5"],
+        # Dask: the cluster engine the distributed tests run on (pipeline/dask_runner.py).
+        "dask": [f"apache-beam[dask]=={BEAM_VERSION}", "dask==2026.8.0", "distributed==2026.8.0"],
+        "test": [
+            "tensorflow-cpu>=2.15",
+            "pytest>=8",
+            "hypothesis>=6",
+            "ruff>=0.5",
+            # a real local cluster and a GCS emulator, started by the tests on 127.0.0.1
+            f"apache-beam[dask]=={BEAM_VERSION}",
+            "dask==2026.8.0",
+            "distributed==2026.8.0",
+            "gcp-storage-emulator==2026.7.19",
+        ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},
 )

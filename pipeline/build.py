@@ -6,6 +6,7 @@ What can be known before the job runs is planned and checked in pipeline/plan.py
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Sequence
 
@@ -14,6 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
 from pipeline.config import config_to_json
+from pipeline.lease import check_lease, release_lease
 from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
 from pipeline.output_dir import remove_empty_dir
 from pipeline.plan import JobPlan
@@ -39,11 +41,14 @@ def _finish(
     bad: tuple[int, str],
     error_files: list[str],
     temp_dir: str,
+    run_id: str | None,
     transform_files: Sequence[str] = (),
 ) -> str:
     """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
 
-    Runs after every shard and every error file is in place (they are its side inputs)."""
+    Runs after every shard and every error file is in place (they are its side inputs). With
+    `run_id` (the run's output lease, pipeline/lease.py), the manifest is written only while the
+    lease still names this run (LeaseLostError otherwise), and the lease is removed after it."""
     config = plan.config
     bad_count, first = bad
     if stats.rows == 0 and bad_count == 0:
@@ -91,11 +96,20 @@ def _finish(
         # records again from the source (tfrecord-etl verify).
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
     )
-    return write_manifest(config.output, manifest)
+    if run_id is not None:
+        check_lease(config.output, run_id)  # right before the commit
+    path = write_manifest(config.output, manifest)
+    if run_id is not None:
+        try:
+            release_lease(config.output, run_id)
+        except Exception as err:  # committed already: the launcher tries again, else the user
+            logging.warning("%s: the output's lease was not removed: %s", config.output, err)
+    return path
 
 
-def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
-    """Wire the job onto `p`."""
+def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -> None:
+    """Wire the job onto `p`; `run_id`: the run's output lease, checked before the manifest is
+    written (None: no lease, as in a staged template)."""
     config = plan.config
 
     def read() -> ReadTable:
@@ -158,6 +172,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
                 temp_dir=temp_dir,
                 shuffle_seed=config.shuffle_seed if shuffled else None,
                 target_bytes=plan.shards.target_bytes,
+                estimated_bytes=plan.shards.estimated_bytes,
             )  # ShardFile: a final shard
         )
     shards = tuple(shards) | "Shards" >> beam.Flatten()  # ShardFile
@@ -179,6 +194,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan) -> None:
             beam.pvalue.AsSingleton(bad_count),
             beam.pvalue.AsList(error_files),
             temp_dir,
+            run_id,
             *transform_files,
         )
     )

@@ -1,8 +1,10 @@
 """Running a command: the launcher behind `tfrecord-etl convert`, `verify` and `inspect`.
 
 `convert`: the config (file and flags), Beam's options, the plan (pipeline/plan.py, which writes
-nothing), clearing the output, the pipeline (pipeline/build.py), and the run's summary: a human
-summary and one JSON line, the last line of stdout, for schedulers (pipeline/schedule.py).
+nothing), the output's lease (pipeline/lease.py: one run at a time), clearing the output, the
+pipeline (pipeline/build.py), and the run's summary: a human summary and one JSON line, the last
+line of stdout, for schedulers (pipeline/schedule.py). The launcher removes its lease when the
+run ends, unless the job was submitted and not waited for (the job removes it when it commits).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pipeline.dataflow import (
     runner_name,
     write_job_file,
 )
+from pipeline.lease import Lease, acquire_lease, release_lease
 from pipeline.manifest import read_manifest
 from pipeline.output_dir import clear_leftovers, clear_previous_output
 from pipeline.plan import plan_job
@@ -46,14 +49,28 @@ __all__ = ["DEFAULT_RUNNER", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "convert", 
 # Beam's DirectRunner (2.68+) first downloads a Prism binary from the network. FnApiRunner is
 # Beam's in-process portable runner: same semantics, nothing fetched.
 DEFAULT_RUNNER = "FnApiRunner"
+DASK_RUNNER = "pipeline.dask_runner.DaskRunner"
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+# Beam's own DaskRunner leaves gaps the job falls into (pipeline/dask_runner.py closes them):
+# the short names select the project's runner.
+_RUNNER_ALIASES = {"daskrunner": DASK_RUNNER, "dask": DASK_RUNNER}
+
+
 def _beam_options(args: Sequence[str]) -> PipelineOptions:
+    """Beam's options from the flags `convert` does not know; the default runner when none is
+    named, and the project's DaskRunner for `--runner=DaskRunner` (or `dask`)."""
     args = list(args)
     if not any(a == "--runner" or a.startswith("--runner=") for a in args):
         args.append(f"--runner={DEFAULT_RUNNER}")
+    for i, arg in enumerate(args):
+        if arg.startswith("--runner="):
+            name = arg.split("=", 1)[1]
+            args[i] = f"--runner={_RUNNER_ALIASES.get(name.lower(), name)}"
+        elif arg == "--runner" and i + 1 < len(args):
+            args[i + 1] = _RUNNER_ALIASES.get(args[i + 1].lower(), args[i + 1])
     return PipelineOptions(args)
 
 
@@ -78,11 +95,31 @@ def _submitted_only(result: PipelineResult, options: PipelineOptions) -> bool:
     return bool(no_wait) and not PipelineState.is_terminal(result.state)
 
 
+def _takes_lease(options: PipelineOptions, dry_run: bool) -> bool:
+    """A run that writes now takes the lease: not a dry run, nor a template being staged (its
+    job runs later, launched by the service)."""
+    return not dry_run and not options.view_as(GoogleCloudOptions).template_location
+
+
+def _waits(options: PipelineOptions) -> bool:
+    return not options.view_as(StandardOptions).no_wait_until_finish
+
+
+def _release(lease: Lease | None, options: PipelineOptions) -> None:
+    if lease is None:
+        return
+    try:
+        release_lease(lease.output, lease.run_id, options)
+    except Exception as err:  # the run's own result stands; say what is left
+        print(f"tfrecord-etl: warning: could not remove the output's lease: {err}", file=sys.stderr)
+
+
 def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str]) -> int:
     """`tfrecord-etl convert`: `flags` are the options given on the command line (config keys,
     pipeline/flags.py), `beam_args` the rest (Beam's pipeline options)."""
     start = time.monotonic()
     date, output = None, args.output
+    lease = None
 
     def report(code: int, status: str, **extra: Any) -> int:
         """Print the run's JSON summary as the last line of stdout; return the exit code."""
@@ -106,6 +143,8 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
             print(f"tfrecord-etl: using {note}", file=sys.stderr)
         dry_run = is_dataflow(options) and is_dry_run(options)
         plan = plan_job(config)  # reads the inputs, writes nothing
+        if _takes_lease(options, dry_run):  # before anything in the output is deleted
+            lease = acquire_lease(config.output, options, waits=_waits(options))
         if not dry_run:  # a dry run deletes nothing
             clear_previous_output(config.output, config.overwrite)
             clear_leftovers(config.output, config.splits)
@@ -117,15 +156,18 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
             )
         pipeline = beam.Pipeline(options=options)  # Beam validates its options here
     except (ValueError, OSError) as err:
+        if lease is not None:
+            _release(lease, options)
         print(f"tfrecord-etl: error: {err}", file=sys.stderr)
         return report(EXIT_USAGE, "invalid", error=str(err))
     job = {
         "runner": runner_name(options),
         "job_name": options.view_as(GoogleCloudOptions).job_name,
     }
+    keep_lease = False  # a job still running elsewhere removes its lease itself
     try:
         with pipeline as p:
-            build_pipeline(p, plan)
+            build_pipeline(p, plan, run_id=None if lease is None else lease.run_id)
         result = p.result
         if dry_run:
             built = describe_dry_run(result)
@@ -135,6 +177,7 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
             print(f"dry run: job {built['job_name']} built, not submitted ({job['runner']})")
             return report(EXIT_OK, "dry_run", **{**job, **built, "job_file": job_file})
         if _submitted_only(result, options):
+            keep_lease = True
             job_id = result.job_id() if getattr(result, "has_job", False) else None
             return report(EXIT_OK, "submitted", **job, job_id=job_id)
         if result.state != PipelineState.DONE:
@@ -142,6 +185,9 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
     except Exception as err:  # the runner's failure: report it, exit non-zero, no manifest
         print(f"tfrecord-etl: error: the job failed: {err}", file=sys.stderr)
         return report(EXIT_FAILED, "failed", **job, error=str(err))
+    finally:
+        if not keep_lease:
+            _release(lease, options)
     print(_summary(config.output, time.monotonic() - start))
     return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
 

@@ -1,7 +1,8 @@
 """manifest.json: the schema contract between the writer and the reader, as a typed object.
 
 Written last, and only when every shard is in place; a directory without it is not a
-complete output. Paths of shards are relative to the output directory, so it can be moved.
+complete output. Paths of shards are relative to the output directory, so it can be moved;
+a listed path that would leave it is refused when the manifest is parsed (`from_json`).
 `Manifest` is built in one place (pipeline/build.py, when the job ends) and read through its
 attributes by the reader, verify, inspect, the drift check and the run summary.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.confine import check_inside
 from transforms.encode.schema import FeatureSpec
 
 __all__ = [
@@ -135,6 +137,27 @@ def _check(path: str, data: Mapping[str, Any], strict: bool) -> None:
             raise ValueError(f"{path}: key 'splits.{name}' needs 'rows' and a list of 'files'")
     if not all(isinstance(f, dict) for f in data["features"]):
         raise ValueError(f"{path}: key 'features' must be a list of mappings")
+    _check_confined(path, data)
+
+
+def _check_confined(path: str, data: Mapping[str, Any]) -> None:
+    """ValueError naming the key when a listed shard or artifact file leaves the output
+    directory (`..`, an absolute path, a scheme): `--overwrite` deletes these files and the
+    readers open them, so none may point elsewhere (transforms/confine.py). Bad-row files are
+    listed as written (absolute) and found by their name in `_errors/`."""
+    for name, split in data["splits"].items():
+        for i, file in enumerate(split["files"]):
+            check_inside(file, path, f"splits.{name}.files[{i}]")
+        shards = split.get("shards", [])
+        for i, shard in enumerate(shards if isinstance(shards, list) else []):
+            if isinstance(shard, dict) and "file" in shard:
+                check_inside(shard["file"], path, f"splits.{name}.shards[{i}].file")
+    transform = data.get("transform")
+    files = transform.get("files", []) if isinstance(transform, dict) else []
+    if not isinstance(files, list):
+        raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
+    for i, file in enumerate(files):
+        check_inside(file, path, f"transform.files[{i}]")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,7 @@ from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
 from transforms.read.files import InputError
 from transforms.read.inputs import detect_format, input_schema, match_inputs
+from transforms.read.parquet_reader import parquet_footers
 from transforms.read.work import WorkItem, plan_work, read_work_item
 from transforms.write.compression import ZLIB_LEVEL, gzip_compressor
 from transforms.write.sizing import ShardPlan, output_bytes_per_input_byte, plan_shards
@@ -196,8 +197,9 @@ def plan_job(config: JobConfig) -> JobPlan:
     """
     paths = match_inputs(config.inputs)
     fmt = detect_format(paths, config.format)
-    schema = input_schema(paths, fmt, config.csv)
-    work = plan_work(paths, fmt)
+    footers = parquet_footers(paths) if fmt == "parquet" else None  # each file's footer, once
+    schema = input_schema(paths, fmt, config.csv, footers)
+    work = plan_work(paths, fmt, footers)
     if not work:  # Parquet files without a row group
         raise InputError(f"{', '.join(paths)}: no data row in the input (nothing to convert)")
     sample = _first_batch(work[0], fmt, schema, config)

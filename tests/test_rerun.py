@@ -60,8 +60,8 @@ def kill_mid_write(path: Path, out: Path) -> int:
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if out.exists() and any(out.rglob("*")):
-                break
+            if out.exists() and any(p.name != "_LEASE" for p in out.rglob("*")):
+                break  # the run wrote something besides its lease
             time.sleep(0.01)
     finally:
         if proc.poll() is None:

@@ -305,8 +305,8 @@ def test_csv_files_are_sized_too(tmp_path):
 
 
 def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
-    """Pieces of 256 KiB or more cross the GroupByKey as gzip members (a third of the bytes);
-    smaller ones cross framed and are joined: the shards hold every record in origin order."""
+    """Pieces of 256 KiB or more are spilled as gzip members (a third of the bytes); smaller
+    ones are spilled framed and joined: the shards hold every record in origin order."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -315,13 +315,18 @@ def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
 
     big = [_framed(40_000, seed=k, source=f"f{k}", first=40_000 * k) for k in range(3)]
     small = [_framed(500, seed=9, source="g", first=0)]
-    fn = ToShardsFn(2, None, "gzip")
+    (tmp_path / "spill").mkdir()
+    fn = ToShardsFn(2, None, str(tmp_path / "spill"), "s", "gzip")
     fn.setup()
-    kinds = [type(p).__name__ for _, p in fn.process(big[0])] + [
-        type(p).__name__ for _, p in fn.process(small[0])
-    ]
+    fn.start_bundle()
+    for batch in (big[0], small[0]):
+        assert fn.process(batch) is None  # the references leave with the bundle
+    refs = [w.value for w in fn.finish_bundle()]
     assert big[0].buffer.nbytes // 2 >= PACK_MIN_BYTES > small[0].buffer.nbytes
-    assert kinds == ["PackedPiece", "PackedPiece", "EncodedBatch", "EncodedBatch"]
+    assert [(shard, ref.packed) for shard, ref in refs] == [
+        (0, True), (1, True), (0, False), (1, False)
+    ]
+    assert sum(ref.rows for _, ref in refs) == 40_500
     prefix = str(tmp_path / "s")
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         _ = p | beam.Create(big + small) | WriteShards(prefix, num_shards=2, compression="gzip")

@@ -8,17 +8,19 @@ import json
 import posixpath
 import re
 
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import BadRowFiles, Manifest
 from pipeline.verify.compare import Comparison
-from pipeline.verify.records import RecordChecker, read_frames
+from pipeline.verify.frames import frame_blocks
+from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
 from transforms.deadletter import ERRORS_DIR
 
 __all__ = ["check_counts", "check_listing", "read_errors", "read_records"]
 
-_BATCH = 2048  # records parsed and counted together
+_SPAN = 16 * BATCH  # records checked in one compiled pass (a multiple of BATCH)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})")
 
 
@@ -76,11 +78,9 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
     names = set()
     for listed in bad.files:
         names.add(posixpath.basename(listed))
-        # The manifest holds the path as written; the file beside this manifest comes first
-        # (the output may have been moved or copied since).
+        # The manifest holds the path as written; only the file of that name beside this
+        # manifest is read (the output may have been moved; a listed path elsewhere never is).
         path = FileSystems.join(output, ERRORS_DIR, posixpath.basename(listed))
-        if not FileSystems.exists(path):
-            path = listed
         if not FileSystems.exists(path):
             findings.add(
                 Finding(
@@ -119,6 +119,36 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
     return rows
 
 
+def _records(data: bytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+@dataclasses.dataclass
+class _Pending:
+    """Intact records read but not yet checked: (block data, starts, ends, indices) pieces, and
+    the faults met among them, (intact records of the file before it, Finding)."""
+
+    pieces: list[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]
+    faults: list[tuple[int, Finding]]
+    count: int = 0
+
+
+def _take(pending: _Pending, n: int) -> list[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]:
+    """The first `n` pending records, as pieces (data, starts, ends, indices)."""
+    parts, left = [], n
+    while left:
+        data, starts, ends, indices = pending.pieces[0]
+        k = min(left, len(starts))
+        parts.append((data, starts[:k], ends[:k], indices[:k]))
+        if k == len(starts):
+            pending.pieces.pop(0)
+        else:
+            pending.pieces[0] = (data, starts[k:], ends[k:], indices[k:])
+        left -= k
+    pending.count -= n
+    return parts
+
+
 def _read_shard(
     path: str,
     split: str,
@@ -127,31 +157,50 @@ def _read_shard(
     comparison: Comparison | None,
     findings: Findings,
 ) -> int:
-    """Frames, crcs and parse of one shard, counted for the comparison; its intact records."""
-    count = 0
-    batch: list[bytes] = []
-    indices: list[int] = []
+    """Frames, crcs and parse of one shard, counted for the comparison; its intact records.
 
-    def flush() -> None:
-        checker.check(path, batch, indices)
-        if comparison is not None:
-            comparison.observe(split, path, indices, batch)
-        batch.clear()
-        indices.clear()
+    Records are checked `_SPAN` at a time: a span of plain records without a fault among them
+    in one compiled pass; any other span in batches of BATCH records, with each fault reported
+    before the batch it came in (so the findings and their order are those of a record-by-
+    record reading)."""
+    pending = _Pending([], [])
+    done = 0  # intact records checked
 
-    for index, _, data, fault in read_frames(path, compression):
-        if fault is not None:
+    def check(n: int, last: bool) -> None:
+        nonlocal done
+        pieces = _take(pending, n)
+        faults = [f for f in pending.faults if last or f[0] < done + n]
+        pending.faults = pending.faults[len(faults) :]
+        blocks = [(np.frombuffer(d, np.uint8), s, e, i) for d, s, e, i in pieces]
+        if not faults and checker.check_block(path, blocks):
+            if comparison is not None:
+                for data, starts, ends, indices in pieces:
+                    comparison.observe(split, path, indices, _records(data, starts, ends))
+            done += n
+            return
+        records = [r for data, starts, ends, _ in pieces for r in _records(data, starts, ends)]
+        indices = np.concatenate([i for *_, i in pieces]) if pieces else np.empty(0, np.int64)
+        for lo in range(0, n, BATCH):
+            hi = min(lo + BATCH, n)
+            while faults and faults[0][0] < done + hi:
+                findings.add(dataclasses.replace(faults.pop(0)[1], split=split))
+            batch, at = records[lo:hi], indices[lo:hi].tolist()
+            checker.check(path, batch, at)
+            if comparison is not None:
+                comparison.observe(split, path, at, batch)
+        for _, fault in faults:
             findings.add(dataclasses.replace(fault, split=split))
-        if data is None:
-            continue
-        batch.append(data)
-        indices.append(index)
-        count += 1
-        if len(batch) >= _BATCH:
-            flush()
-    if batch:
-        flush()
-    return count
+        done += n
+
+    for block in frame_blocks(path, compression):
+        pending.faults += block.faults
+        if len(block.starts):
+            pending.pieces.append((block.data, block.starts, block.ends, block.indices))
+            pending.count += len(block.starts)
+        while pending.count >= _SPAN:
+            check(_SPAN, False)
+    check(pending.count, True)
+    return done
 
 
 def read_records(

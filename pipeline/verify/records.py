@@ -27,9 +27,12 @@ from pipeline.manifest import StoredFeature
 from pipeline.reader import FLOAT64_BYTES, parse_spec
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
+from pipeline.verify.scan import feature_table, scan_records
 from transforms.write import tfrecord
 
-__all__ = ["Frame", "RecordChecker", "read_frames"]
+__all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
+
+BATCH = 2048  # records parsed and counted together (the order findings come in follows it)
 
 _TF_NOISE = re.compile(r"\{\{function_node [^}]*\}\}|\[Op:\w+\]")  # op names in TF's errors
 
@@ -85,6 +88,29 @@ class RecordChecker:
         self.present: collections.Counter[str] = collections.Counter()
         self.first_absent: dict[str, str] = {}  # feature -> "file: record i"
         self.unknown: dict[str, list] = {}  # key not in the manifest -> [count, first place]
+        self.table = feature_table(self.features)
+
+    def check_block(
+        self, path: str, pieces: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    ) -> bool:
+        """Check the records of `pieces`, each (data, starts, ends, indices): the records
+        data[starts[i]:ends[i]], record indices[i] of `path`. When every one is plainly valid
+        (scan.py): True, and they are counted; else False and nothing is counted (the caller
+        checks them with `check`)."""
+        t = self.table
+        scanned = []
+        for data, starts, ends, _ in pieces:
+            plain, present = scan_records(
+                data, starts, ends, t.names, t.name_offsets, t.slots, t.kinds, t.fixed, t.rule,
+                t.rule_k, t.bytes_rule, t.value_bytes,
+            )  # fmt: skip
+            if not plain.all():
+                return False
+            scanned.append(present)
+        for (_, starts, _, indices), present in zip(pieces, scanned, strict=True):
+            self.records += len(starts)
+            self._count(path, present, indices)
+        return True
 
     def check(self, path: str, records: Sequence[bytes], indices: Sequence[int]) -> None:
         """Check one batch of records of the shard `path` (record indices in that file)."""
@@ -154,14 +180,18 @@ class RecordChecker:
 
     def _keys(self, path: str, records: Sequence[bytes], indices: Sequence[int]) -> None:
         present, unknown = feature_presence(records, self.order)
-        for name, count in zip(self.order, present.sum(axis=0).tolist(), strict=True):
-            self.present[name] += count
-            if count < len(records) and name not in self.first_absent:
-                first = int(np.argmin(present[:, self.order.index(name)]))
-                self.first_absent[name] = f"{path}: record {indices[first]}"
+        self._count(path, present, indices)
         for key, rows in unknown.items():
             entry = self.unknown.setdefault(key, [0, f"{path}: record {indices[int(rows[0])]}"])
             entry[0] += len(rows)
+
+    def _count(self, path: str, present: np.ndarray, indices: Sequence[int]) -> None:
+        """Count each feature's presence in a batch; the first record it is absent from."""
+        for name, count in zip(self.order, present.sum(axis=0).tolist(), strict=True):
+            self.present[name] += count
+            if count < len(present) and name not in self.first_absent:
+                first = int(np.argmin(present[:, self.order.index(name)]))
+                self.first_absent[name] = f"{path}: record {indices[first]}"
 
     def finish(self) -> None:
         """Report unknown features and null counts that differ from the manifest's."""

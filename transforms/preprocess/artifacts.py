@@ -9,7 +9,9 @@ these results instead of fitting them again. Each analyzer step of the new confi
 an entry of the same position, step name and parameters, fitted after the same steps (every
 earlier step that changes the rows or the values it reads, with its parameters), else the job
 is refused at construction: a changed filter or fill before a zscore means other statistics.
-Files are written and read through Beam's FileSystems (local, gs://, ...).
+Files are written and read through Beam's FileSystems (local, gs://, ...). A vocabulary file
+the statistics file names must lie in its directory (no '..', absolute path or scheme): it is
+checked before anything is opened (transforms/confine.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.confine import check_inside
 from transforms.preprocess.chain import PreprocessPlan
 from transforms.preprocess.fitted_steps import VocabularyStep
 from transforms.preprocess.spec import StepError
@@ -162,22 +165,31 @@ def check_artifacts(directory: str, plan: PreprocessPlan) -> str:
                 f"after other steps (fitted after {entry.get('after')}, the config has {after}); "
                 "its statistics would not fit these values: fit it again"
             )
-        if "file" in entry and not FileSystems.exists(FileSystems.join(resolved, entry["file"])):
+        if "file" in entry and not FileSystems.exists(_vocabulary_path(resolved, path, entry)):
             raise StepError(f"{path}: step {i}: {entry['file']} is missing")
     return resolved
 
 
+def _vocabulary_path(directory: str, statistics_path: str, entry: Mapping[str, Any]) -> str:
+    """The vocabulary file an entry names, inside `directory`; StepError naming the statistics
+    file, the step and the path when the name would leave it."""
+    try:
+        name = check_inside(entry["file"], statistics_path, f"analyzers[step {entry['step']}].file")
+    except ValueError as err:
+        raise StepError(str(err)) from err
+    return FileSystems.join(directory, name)
+
+
 def read_artifacts(directory: str, plan: PreprocessPlan) -> dict[int, dict[str, Any]]:
     """The fitted results a previous run wrote (`directory` as `check_artifacts` returns it)."""
-    entries = {
-        e["step"]: e for e in _read_json(FileSystems.join(directory, STATISTICS_NAME))["analyzers"]
-    }
+    path = FileSystems.join(directory, STATISTICS_NAME)
+    entries = {e["step"]: e for e in _read_json(path)["analyzers"]}
     fitted: dict[int, dict[str, Any]] = {}
     for i in sorted(plan.levels):
         result = dict(entries[i])
         step = plan.steps[i]
         if isinstance(step, VocabularyStep):
-            with FileSystems.open(FileSystems.join(directory, result["file"])) as f:
+            with FileSystems.open(_vocabulary_path(directory, path, result)) as f:
                 lines = f.read().split(b"\n")[:-1]
             result["values"] = lines if step.binary else [v.decode("utf-8") for v in lines]
         fitted[i] = result

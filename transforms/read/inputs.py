@@ -1,16 +1,21 @@
-"""What the job reads: the files the input patterns match, their format, their one schema."""
+"""What the job reads: the files the input patterns match, their format, their one schema.
+
+With many Parquet files the schema comes from footers read once for the whole plan
+(`parquet_footers`, which the work items use too), not from a second open of every file.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.encode.schema import SchemaError
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError
-from transforms.read.parquet_reader import parquet_file
+from transforms.read.parquet_reader import parquet_footers
 
 __all__ = ["detect_format", "input_schema", "match_inputs"]
 
@@ -46,9 +51,10 @@ def detect_format(paths: Sequence[str], fmt: str | None) -> str:
     return kinds.pop()
 
 
-
 def _same_schema(a: pa.Schema, b: pa.Schema) -> str | None:
     """None when equal, else what differs first."""
+    if a.equals(b):  # the usual case, at once (equal fields: equal names and types)
+        return None
     if a.names != b.names:
         return f"columns {a.names} vs {b.names}"
     for fa, fb in zip(a, b, strict=True):
@@ -57,10 +63,20 @@ def _same_schema(a: pa.Schema, b: pa.Schema) -> str | None:
     return None
 
 
-def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
-    """The one schema every input file agrees on; an error names two files that disagree."""
+def input_schema(
+    paths: Sequence[str],
+    fmt: str,
+    csv: CsvOptions,
+    footers: Sequence[pq.FileMetaData] | None = None,
+) -> pa.Schema:
+    """The one schema every input file agrees on; an error names two files that disagree.
+
+    `footers`: the Parquet footers of `paths` when the caller has read them (else they are
+    read here)."""
     if fmt == "parquet":
-        schemas = [parquet_file(p).schema_arrow for p in paths]
+        if footers is None:
+            footers = parquet_footers(paths)
+        schemas = [meta.schema.to_arrow_schema() for meta in footers]
     else:
         first = csv_schema(paths[0], csv)
         schemas = [first]
@@ -74,4 +90,3 @@ def input_schema(paths: Sequence[str], fmt: str, csv: CsvOptions) -> pa.Schema:
         if diff:
             raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
     return schemas[0].remove_metadata()
-

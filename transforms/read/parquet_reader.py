@@ -1,16 +1,29 @@
-"""Parquet files as Arrow batches: one work item per row group, read with pyarrow."""
+"""Parquet files as Arrow batches: one work item per row group, read with pyarrow; and the
+footers of many files at once, for the plan.
+
+A footer holds both what the plan needs of a file: its schema and its row groups. The plan reads
+each footer once (`parquet_footers`). On an object store each read waits for a round trip or
+two, so they go through a thread pool (pyarrow and the HTTP client release the GIL while they
+wait): measured on the storage emulator, 3x faster than one by one. Local files are read one by
+one: there a read takes a fraction of a millisecond and the pool's locking costs more than it
+saves (measured: 10,000 files, 2.5 s one by one, 3.7 s with 16 threads).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transforms.batch import TableBatch
-from transforms.read.files import InputError, open_input
+from transforms.read.files import InputError, is_local, open_input
 
-__all__ = ["parquet_batches", "parquet_file"]
+__all__ = ["FOOTER_THREADS", "parquet_batches", "parquet_file", "parquet_footer", "parquet_footers"]
+
+FOOTER_THREADS = 16  # footer reads in flight on an object store (64 measured slower: 46 ms
+# a footer on the emulator against 25-30 ms with 16)
 
 
 def parquet_file(path: str) -> pq.ParquetFile:
@@ -18,6 +31,28 @@ def parquet_file(path: str) -> pq.ParquetFile:
         return pq.ParquetFile(open_input(path))
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: cannot read as Parquet: {err}") from err
+
+
+def parquet_footer(path: str) -> pq.FileMetaData:
+    """The footer of one Parquet file: its schema (`.schema.to_arrow_schema()`, the stored Arrow
+    schema when the writer kept one) and its row groups."""
+    source = open_input(path)
+    try:
+        return pq.read_metadata(source)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: cannot read as Parquet: {err}") from err
+    finally:
+        if not isinstance(source, str):
+            source.close()
+
+
+def parquet_footers(paths: Sequence[str], threads: int = FOOTER_THREADS) -> list[pq.FileMetaData]:
+    """The footer of each file of `paths`, in order: local files one by one, others `threads`
+    at a time; the first file (in order) that cannot be read raises InputError naming it."""
+    if threads <= 1 or len(paths) <= 1 or all(is_local(p) for p in paths):
+        return [parquet_footer(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(threads, len(paths))) as pool:
+        return list(pool.map(parquet_footer, paths))
 
 
 def parquet_batches(

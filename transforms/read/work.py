@@ -1,8 +1,9 @@
 """Work items (a Parquet row group, a CSV file) and read tasks: the units workers read.
 
-Work is split at construction: one work item per Parquet row group, one per CSV file. Each
-work item yields `TableBatch`es of at most `batch_rows` rows, tagged with the source file and
-the 0-based index of their first data row in that file (for error messages).
+Work is split at construction: one work item per Parquet row group (from the footers the plan
+reads once, for the schema too), one per CSV file. Each work item yields `TableBatch`es of at
+most `batch_rows` rows, tagged with the source file and the 0-based index of their first data
+row in that file (for error messages).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.batch import TableBatch
 from transforms.deadletter import BadSink
 from transforms.read.csv_reader import CsvOptions, csv_batches
-from transforms.read.parquet_reader import parquet_batches, parquet_file
+from transforms.read.parquet_reader import parquet_batches, parquet_footers
 
 __all__ = ["ReadTask", "WorkItem", "plan_work", "read_work_item"]
 
@@ -39,17 +41,22 @@ class ReadTask:
     items: tuple[WorkItem, ...]
 
 
+def plan_work(
+    paths: Sequence[str], fmt: str, footers: Sequence[pq.FileMetaData] | None = None
+) -> list[WorkItem]:
+    """Parquet: one item per row group (the unit a worker reads); CSV: one item per file.
 
-def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
-    """Parquet: one item per row group (the unit a worker reads); CSV: one item per file."""
+    `footers`: the Parquet footers of `paths` when the caller has read them (else they are
+    read here)."""
     if fmt == "csv":
         sizes = {
             m.path: m.size_in_bytes for r in FileSystems.match(list(paths)) for m in r.metadata_list
         }
         return [WorkItem(p, None, 0, None, int(sizes.get(p, 0))) for p in paths]
+    if footers is None:
+        footers = parquet_footers(paths)
     items = []
-    for path in paths:
-        meta = parquet_file(path).metadata
+    for path, meta in zip(paths, footers, strict=True):
         first = 0
         for rg in range(meta.num_row_groups):
             group = meta.row_group(rg)
@@ -57,7 +64,6 @@ def plan_work(paths: Sequence[str], fmt: str) -> list[WorkItem]:
                 items.append(WorkItem(path, rg, first, group.num_rows, int(group.total_byte_size)))
             first += group.num_rows
     return items
-
 
 
 def read_work_item(

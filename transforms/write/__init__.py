@@ -6,7 +6,8 @@
 - `files`: a shard file while it is written (`BlockFile`), a temp file (`ShardPart`), a final
   shard (`ShardFile`).
 - `rolling`: the default write (each task's rows in files of the target size).
-- `grouped`: `num_shards` and the seeded shuffle (pieces meet by shard).
+- `grouped`: `num_shards` and the seeded shuffle (pieces spilled, references meet by shard).
+- `spill`: spill files of the grouped write (records stay out of the GroupByKey; bucket refs).
 - `finalize`: temp files renamed into place, idempotently.
 - `beam`: `WriteShards`.
 """

@@ -5,9 +5,9 @@
   crc32c per record) and are written as blocks, gzip one member per block.
   - by default each ReadTask's rows are written where they are encoded, in files of the target
     size (tasks as sizing.py planned them): no shuffle, shards of even size;
-  - with `num_shards` > 0, or a shuffle seed, every batch is cut into one piece per shard and
-    the pieces meet by shard (a GroupByKey): exactly `num_shards` files, or a seeded global
-    shuffle.
+  - with `num_shards` > 0, or a shuffle seed, every batch is cut into one piece per shard,
+    spilled to a file in the temp directory, and the pieces' places meet by shard (a GroupByKey):
+    exactly `num_shards` files, or a seeded global shuffle sorted a bucket group at a time.
   Temp files go to `temp_dir` and are renamed into place once all are written.
 - sink "tfrecordio": Beam's WriteToTFRecord, one element per record (Beam frames each record;
   Beam's own sharding: `num_shards`, or 0 for the runner's choice).
@@ -33,6 +33,7 @@ from transforms.write.files import ShardFile
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped import ToShardsFn, WriteShardFn
 from transforms.write.rolling import RollingWriteFn
+from transforms.write.spill import buckets_per_shard
 
 __all__ = [
     "COMPRESSIONS",
@@ -67,7 +68,10 @@ class WriteShards(beam.PTransform):
     `target_bytes`: the size at which the rolling write starts a new file; `num_shards` > 0
     or `shuffle_seed`: a grouped write into exactly `num_shards` files; `temp_dir`: where the
     blocks sink writes before it renames (a directory of the output, unique to the run, that
-    the caller removes; by default one beside `prefix` that this transform removes).
+    the caller removes; by default one beside `prefix` that this transform removes; the grouped
+    write spills its records there); `estimated_bytes`: the planned size of the output (all
+    splits, as stored), from which a shuffle cuts each shard's key range into buckets of a
+    bounded size (0: shards up to about 1 GiB of framed records stay bounded).
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class WriteShards(beam.PTransform):
         temp_dir: str | None = None,
         shuffle_seed: int | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
+        estimated_bytes: int = 0,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -104,6 +109,7 @@ class WriteShards(beam.PTransform):
         self._temp_dir = temp_dir or f"{prefix}-temp-{uuid.uuid4().hex[:16]}"
         self._seed = shuffle_seed
         self._target = target_bytes
+        self._estimated = estimated_bytes
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         if self._sink == "tfrecordio":
@@ -122,16 +128,21 @@ class WriteShards(beam.PTransform):
             )
         args = (self._split, self._temp_dir, self._compression, self._level, self._backend)
         if self._num_shards > 0:
+            to_shards = ToShardsFn(
+                self._num_shards,
+                self._seed,
+                self._temp_dir,
+                self._split,
+                self._compression,
+                self._level,
+                self._backend,
+                buckets_per_shard(self._estimated, self._num_shards),
+            )
             parts = (
                 batches
-                | "ToShards"
-                >> beam.ParDo(
-                    ToShardsFn(
-                        self._num_shards, self._seed, self._compression, self._level, self._backend
-                    )
-                )
-                # (shard index, EncodedBatch, or PackedPiece: a gzip member)
-                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [pieces])
+                | "ToShards" >> beam.ParDo(to_shards)
+                # (shard index, PieceRef or BucketRef: where the records lie in a spill file)
+                | "GroupByShard" >> beam.GroupByKey()  # (shard index, [refs])
                 | "WriteShard" >> beam.ParDo(WriteShardFn(*args, self._seed))  # ShardPart
             )
         else:

@@ -29,7 +29,9 @@ __all__ = [
     "LENGTH_BYTES",
     "MASK_DELTA",
     "Frame",
+    "StreamError",
     "compression_of",
+    "decompressed_chunks",
     "mask_crc",
     "masked_crc",
     "read_frames",
@@ -70,11 +72,11 @@ def compression_of(path: str) -> str:
     return "none"
 
 
-class _StreamError(Exception):
+class StreamError(Exception):
     """The compressed stream is corrupt or truncated (the message says where)."""
 
 
-def _chunks(path: str, compression: str) -> Iterator[bytes]:
+def decompressed_chunks(path: str, compression: str) -> Iterator[bytes]:
     """The decompressed bytes of a file, a chunk at a time."""
     raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     with raw:
@@ -93,7 +95,7 @@ def _chunks(path: str, compression: str) -> Iterator[bytes]:
                 try:
                     out = d.decompress(chunk)
                 except _DECOMPRESS_ERRORS as err:
-                    raise _StreamError(
+                    raise StreamError(
                         f"the {kind} at compressed byte {member_start} does not decompress: {err}"
                     ) from err
                 if out:
@@ -104,7 +106,7 @@ def _chunks(path: str, compression: str) -> Iterator[bytes]:
                 member_start = fed - len(chunk)
                 d = isal_zlib.decompressobj(wbits=wbits)
         if inside:
-            raise _StreamError(
+            raise StreamError(
                 f"the file ends inside the {kind} at compressed byte {member_start} (truncated)"
             )
 
@@ -123,7 +125,7 @@ def read_frames(path: str, compression: str) -> Iterator[Frame]:
         return f"{path}: record {index} (byte {at}): {text}"
 
     try:
-        for chunk in _chunks(path, compression):
+        for chunk in decompressed_chunks(path, compression):
             buf = buf + chunk if buf else chunk
             size, p = len(buf), 0
             while size - p >= HEADER_BYTES:
@@ -145,7 +147,7 @@ def read_frames(path: str, compression: str) -> Iterator[Frame]:
                 index += 1
                 p = end + FOOTER_BYTES
             buf, base = buf[p:], base + p
-    except _StreamError as err:
+    except StreamError as err:
         text = f"{err}; {index} record(s) before it"
         yield index, base, None, ("compression", where(base, text))
         return

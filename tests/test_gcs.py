@@ -1,0 +1,294 @@
+"""The job end to end on an object store: gs:// inputs and outputs through Beam's own GCS
+filesystem (apache_beam.io.gcp.gcsfilesystem, google-cloud-storage), against a GCS emulator on
+127.0.0.1 (tests/gcs_emulator.py).
+
+Covered: Parquet and CSV in, records out on gs:// equal to a local run's (as multisets of bytes);
+bad rows in `_errors/` on gs://; `--overwrite`; a run killed with SIGKILL mid-write, then a re-run
+into the same output (no temp or orphan object left, the records of a clean run); `verify
+--source` and `inspect` on the gs:// output; two runs at once (one wins, its output verifies);
+a lease nothing here can prove dead. Records are read back through Beam's filesystem: TensorFlow's
+own gs:// reader (`load_dataset`) has its endpoints built in (https://www.googleapis.com) and
+reads no emulator setting, so it cannot be pointed at the emulator (docs/object-stores.md).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from apache_beam.io.filesystems import FileSystems
+from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, run_cli_captured
+from gcs_emulator import GcsEmulator
+
+from pipeline.lease import (
+    LEASE_NAME,
+    LeaseLostError,
+    OutputLeasedError,
+    acquire_lease,
+    check_lease,
+    release_lease,
+)
+from transforms.write.tfrecord import read_records
+
+BUCKET = "bucket"
+ROWS = 30_000
+BAD_CSV = "id,amount,name\n1,1.5,a\n2,7.5\n3,0,c\n4,2.5\n5,3.5,e\n"  # 2 short rows
+
+
+@pytest.fixture(scope="module")
+def gcs():
+    """The emulator with one bucket; this process's environment set to use it."""
+    with GcsEmulator((BUCKET,)) as emulator, emulator.environ():
+        yield emulator
+
+
+def upload(local, name: str) -> str:
+    path = f"gs://{BUCKET}/{name}"
+    with open(local, "rb") as f, FileSystems.create(path) as g:
+        g.write(f.read())
+    return path
+
+
+def manifest_of(output: str) -> dict:
+    with FileSystems.open(f"{output}/manifest.json") as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def records(output: str) -> collections.Counter:
+    """Every record of every split the manifest lists, read through Beam's filesystem, as a
+    multiset of bytes."""
+    manifest = manifest_of(output)
+    files = [f"{output.rstrip('/')}/{f}" for s in manifest["splits"].values() for f in s["files"]]
+    return collections.Counter(r for f in files for r in read_records(f, sys.maxsize))
+
+
+def objects(gcs: GcsEmulator, output: str) -> set[str]:
+    """Every object under the output, relative to it."""
+    prefix = output.removeprefix(f"gs://{BUCKET}/").rstrip("/") + "/"
+    return {name.removeprefix(prefix) for name in gcs.objects(BUCKET, prefix)}
+
+
+def listed(output: str) -> set[str]:
+    manifest = manifest_of(output)
+    shards = {f for s in manifest["splits"].values() for f in s["files"]}
+    errors = {f"_errors/{f.rsplit('/', 1)[-1]}" for f in manifest["bad_rows"]["files"]}
+    return {"manifest.json", *shards, *errors, *manifest.get("transform", {}).get("files", [])}
+
+
+def convert(*args) -> None:
+    result = run_cli_captured(["convert", *map(str, args)])
+    assert result.code == 0, result.err
+
+
+def local_run(tmp_path, source, *args) -> str:
+    """The same job into a new local directory: the clean run to compare with."""
+    out = tmp_path / f"local-{uuid.uuid4().hex[:8]}"
+    convert("--input", source, "--output", out, *args)
+    return str(out)
+
+
+SPLITS = ["--splits", "train=8,eval=2"]
+
+
+@pytest.fixture(scope="module")
+def local_sample(tmp_path_factory) -> str:
+    """The sample Parquet converted into a local directory: the clean run to compare with."""
+    return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *SPLITS)
+
+
+@pytest.fixture(scope="module")
+def sample_out(gcs) -> str:
+    """The sample Parquet, uploaded, converted into gs://bucket/sample with two splits."""
+    output = f"gs://{BUCKET}/sample"
+    convert("--input", upload(SAMPLE_PARQUET, "in/sample.parquet"), "--output", output, *SPLITS)
+    return output
+
+
+def test_parquet_on_gs_equals_a_local_run(gcs, sample_out, local_sample):
+    expected = records(local_sample)
+    assert records(sample_out) == expected and sum(expected.values()) == 2000
+    assert objects(gcs, sample_out) == listed(sample_out)  # no temp object, no lease
+    assert manifest_of(sample_out)["splits"] == manifest_of(local_sample)["splits"]
+    assert manifest_of(sample_out)["sources"] == [f"gs://{BUCKET}/in/sample.parquet"]
+
+
+def test_csv_on_gs_equals_a_local_run(gcs, tmp_path):
+    output = f"gs://{BUCKET}/csv"
+    convert("--input", upload(SAMPLE_CSV, "in/sample.csv"), "--output", output, *SPLITS)
+    local = local_run(tmp_path, SAMPLE_CSV, *SPLITS)
+    expected = records(local)
+    assert records(output) == expected and sum(expected.values()) == 2000
+    assert objects(gcs, output) == listed(output)
+    assert manifest_of(output)["splits"] == manifest_of(local)["splits"]
+
+
+def test_bad_rows_land_in_errors_on_gs(gcs, tmp_path):
+    local_csv = tmp_path / "bad.csv"
+    local_csv.write_text(BAD_CSV, encoding="utf-8")
+    output = f"gs://{BUCKET}/bad"
+    source = upload(local_csv, "in/bad.csv")
+    convert("--input", source, "--output", output, "--max-bad-rows", "5")
+    manifest = manifest_of(output)
+    assert manifest["rows"] == 3 and manifest["bad_rows"]["count"] == 2
+    errors = sorted(name for name in objects(gcs, output) if name.startswith("_errors/"))
+    assert errors == ["_errors/errors-00000-of-00001.jsonl"]
+    assert manifest["bad_rows"]["files"] == [f"{output}/{errors[0]}"]
+    rows = [json.loads(line) for line in gcs.read(BUCKET, f"bad/{errors[0]}").splitlines()]
+    reason = "2 fields where the header has 3"
+    assert sorted(rows, key=lambda r: r["row"]) == [
+        {"source": source, "row": row, "column": None, "stage": "read", "reason": reason,
+         "values": {"text": text}}
+        for row, text in [(1, "2,7.5"), (3, "4,2.5")]
+    ]  # fmt: skip
+    assert objects(gcs, output) == listed(output)
+    examples = [tf.train.Example.FromString(r) for r in records(output)]
+    assert sorted(e.features.feature["id"].int64_list.value[0] for e in examples) == [1, 3, 5]
+
+
+def test_overwrite_on_gs(gcs, sample_out, local_sample):
+    source = f"gs://{BUCKET}/in/sample.parquet"
+    output = f"gs://{BUCKET}/overwrite"
+    convert("--input", source, "--output", output, "--num-shards", "3")
+    refused = run_cli_captured(["convert", "--input", source, "--output", output])
+    assert refused.code == 2 and "pass --overwrite" in refused.err
+    args = ["--num-shards", "2", "--overwrite", *SPLITS]
+    convert("--input", source, "--output", output, *args)
+    assert objects(gcs, output) == listed(output)  # the 3 shards of the first run are gone
+    assert manifest_of(output)["splits"]["train"]["files"] == [
+        "train-00000-of-00002.tfrecord.gz",
+        "train-00001-of-00002.tfrecord.gz",
+    ]
+    assert records(output) == records(local_sample)
+
+
+def test_verify_and_inspect_on_gs(gcs, sample_out):
+    output = sample_out
+    verify = run_cli_captured(["verify", output, "--source", "--json"])
+    assert verify.code == 0, verify.err
+    report = json.loads(verify.out.strip().splitlines()[-1])
+    assert report["status"] == "passed"
+    assert sum(report["records_read"].values()) == 2000
+    inspect = run_cli_captured(["inspect", output, "-n", "3"])
+    assert inspect.code == 0, inspect.err
+    shown = json.loads(inspect.out)
+    assert shown["manifest"]["rows"] == 2000 and len(shown["records"]) == 3
+
+
+# ----------------------------------------------------------------------------- subprocesses
+
+
+def big_input(tmp_path) -> str:
+    rng = np.random.default_rng(11)
+    table = pa.table({"id": np.arange(ROWS), "x": rng.random(ROWS)})
+    path = tmp_path / "big.parquet"
+    pq.write_table(table, path, row_group_size=2_000)
+    return upload(path, f"in/{tmp_path.name}.parquet"), path
+
+
+def convert_process(gcs: GcsEmulator, source: str, output: str, *extra: str):
+    args = ["convert", "--input", source, "--output", output, "--batch-rows", "2000", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **gcs.environment()),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+def test_killed_run_then_rerun_on_gs(gcs, tmp_path):
+    source, local_source = big_input(tmp_path)
+    output = f"gs://{BUCKET}/killed"
+    proc = convert_process(gcs, source, output, "--shard-mb", "0.1")
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(name != LEASE_NAME for name in objects(gcs, output)):
+                break  # a temp shard is written
+            time.sleep(0.02)
+        assert proc.poll() is None, "the job ended before it could be killed"
+    finally:
+        stop(proc)
+    assert proc.returncode == -signal.SIGKILL
+    left = objects(gcs, output)
+    assert LEASE_NAME in left and "manifest.json" not in left
+    assert any(name.startswith("beam-temp-") for name in left)  # what a killed run leaves
+    convert("--input", source, "--output", output)  # takes over the dead run's lease
+    assert objects(gcs, output) == listed(output)  # no temp, orphan or lease object
+    assert manifest_of(output)["rows"] == ROWS
+    assert records(output) == records(local_run(tmp_path, local_source))
+
+
+def test_two_runs_at_once_on_gs(gcs, tmp_path):
+    source, _ = big_input(tmp_path)
+    output = f"gs://{BUCKET}/race"
+    procs = [convert_process(gcs, source, output) for _ in range(2)]
+    results = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            results.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            stop(proc)
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    (loser,) = [err for code, err in results if code != 0]
+    assert "another run holds the output" in loser and f"{output}/{LEASE_NAME}" in loser
+    assert objects(gcs, output) == listed(output)
+    assert manifest_of(output)["rows"] == ROWS
+    verify = run_cli_captured(["verify", output])
+    assert verify.code == 0, verify.out + verify.err
+
+
+def test_a_lease_from_another_host_refuses_a_run_on_gs(gcs):
+    output = f"gs://{BUCKET}/foreign"
+    lease = {
+        "run_id": "beef",
+        "host": "elsewhere",
+        "pid": 7,
+        "started": "2026-01-01T00:00:00+00:00",
+    }
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:
+        f.write(json.dumps(lease).encode("utf-8"))
+    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", output])
+    assert result.code == 2
+    assert "another run holds the output: run beef (host elsewhere, pid 7" in result.err
+    assert f"delete {output}/{LEASE_NAME} and run again" in result.err
+    assert objects(gcs, output) == {LEASE_NAME}
+
+
+def test_lease_calls_on_gs(gcs):
+    output = f"gs://{BUCKET}/lease-calls"
+    lease = acquire_lease(output)
+    with pytest.raises(OutputLeasedError, match="another run holds the output"):
+        acquire_lease(output)  # ifGenerationMatch=0: refused while the object exists
+    check_lease(output, lease.run_id)
+    replaced = {**lease.to_json(), "run_id": "other"}
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:  # another run took it over
+        f.write(json.dumps(replaced).encode("utf-8"))
+    with pytest.raises(LeaseLostError, match="another run holds the output now"):
+        check_lease(output, lease.run_id)
+    assert not release_lease(output, lease.run_id)  # not ours: kept
+    assert objects(gcs, output) == {LEASE_NAME}
+    assert release_lease(output, "other")
+    assert objects(gcs, output) == set()
