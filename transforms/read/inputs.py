@@ -1,7 +1,10 @@
-"""What the job reads: the files the input patterns match, their format, their one schema.
+"""What the job reads: the files the input patterns match (with their sizes), their format, their
+one schema.
 
 With many Parquet files the schema comes from footers read once for the whole plan
-(`parquet_footers`, which the work items use too), not from a second open of every file.
+(`parquet_footers`, which the work items use too), not from a second open of every file; with
+very many, from the first file's footer alone (pipeline/plan.py), each other file's schema then
+being checked by its reader (transforms/read/parquet_reader.py, the same message).
 """
 
 from __future__ import annotations
@@ -15,21 +18,27 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.encode.schema import SchemaError
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError
-from transforms.read.parquet_reader import parquet_footers
+from transforms.read.parquet_reader import parquet_footers, schema_difference
 
-__all__ = ["detect_format", "input_schema", "match_inputs"]
+__all__ = ["detect_format", "input_schema", "match_input_files", "match_inputs"]
+
+
+def match_input_files(patterns: Sequence[str]) -> dict[str, int]:
+    """Every file the patterns (paths or globs, any Beam filesystem) name, sorted, deduplicated,
+    with its size in bytes (from the match: no file is opened)."""
+    sizes: dict[str, int] = {}
+    for pattern in patterns:
+        results = FileSystems.match([pattern])[0].metadata_list
+        files = {m.path: int(m.size_in_bytes) for m in results if not m.path.endswith("/")}
+        if not files:
+            raise InputError(f"{pattern}: no file matches this input")
+        sizes.update(files)
+    return {path: sizes[path] for path in sorted(sizes)}
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
     """Every file the patterns (paths or globs, any Beam filesystem) name, sorted, deduplicated."""
-    paths: list[str] = []
-    for pattern in patterns:
-        results = FileSystems.match([pattern])[0].metadata_list
-        files = sorted(m.path for m in results if not m.path.endswith("/"))
-        if not files:
-            raise InputError(f"{pattern}: no file matches this input")
-        paths.extend(files)
-    return sorted(dict.fromkeys(paths))
+    return list(match_input_files(patterns))
 
 
 def detect_format(paths: Sequence[str], fmt: str | None) -> str:
@@ -49,18 +58,6 @@ def detect_format(paths: Sequence[str], fmt: str | None) -> str:
     if len(kinds) > 1:
         raise InputError(f"inputs mix formats {sorted(kinds)}; convert them in separate runs")
     return kinds.pop()
-
-
-def _same_schema(a: pa.Schema, b: pa.Schema) -> str | None:
-    """None when equal, else what differs first."""
-    if a.equals(b):  # the usual case, at once (equal fields: equal names and types)
-        return None
-    if a.names != b.names:
-        return f"columns {a.names} vs {b.names}"
-    for fa, fb in zip(a, b, strict=True):
-        if fa.type != fb.type:
-            return f"column {fa.name!r}: {fa.type} vs {fb.type}"
-    return None
 
 
 def input_schema(
@@ -86,7 +83,7 @@ def input_schema(
                 first if names == first.names else pa.schema([(n, pa.null()) for n in names])
             )
     for path, schema in zip(paths[1:], schemas[1:], strict=True):
-        diff = _same_schema(schemas[0], schema)
+        diff = schema_difference(schemas[0], schema)
         if diff:
             raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
     return schemas[0].remove_metadata()

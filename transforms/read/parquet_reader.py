@@ -1,5 +1,10 @@
-"""Parquet files as Arrow batches: one work item per row group, read with pyarrow; and the
-footers of many files at once, for the plan.
+"""Parquet files as Arrow batches: a work item is one row group, or a whole file whose footer
+the plan did not read (many files: see pipeline/plan.py); read with pyarrow. And the footers of
+many files at once, for the plan.
+
+A whole file is read row group after row group (row numbers counting from the file's first
+row) after its schema is checked against the planned one: the plan read only the first file's
+footer, so this is where a file that does not match fails, naming both files.
 
 A footer holds both what the plan needs of a file: its schema and its row groups. The plan reads
 each footer once (`parquet_footers`). On an object store each read waits for a round trip or
@@ -18,9 +23,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transforms.batch import TableBatch
+from transforms.encode.schema import SchemaError
 from transforms.read.files import InputError, is_local, open_input
 
-__all__ = ["FOOTER_THREADS", "parquet_batches", "parquet_file", "parquet_footer", "parquet_footers"]
+__all__ = [
+    "FOOTER_THREADS",
+    "parquet_batches",
+    "parquet_file",
+    "parquet_footer",
+    "parquet_footers",
+    "schema_difference",
+]
 
 FOOTER_THREADS = 16  # footer reads in flight on an object store (64 measured slower: 46 ms
 # a footer on the emulator against 25-30 ms with 16)
@@ -55,14 +68,41 @@ def parquet_footers(paths: Sequence[str], threads: int = FOOTER_THREADS) -> list
         return list(pool.map(parquet_footer, paths))
 
 
+def schema_difference(a: pa.Schema, b: pa.Schema) -> str | None:
+    """None when the schemas are equal, else what differs first (the columns, or the first
+    column whose type differs)."""
+    if a.equals(b):  # the usual case, at once (equal fields: equal names and types)
+        return None
+    if a.names != b.names:
+        return f"columns {a.names} vs {b.names}"
+    for fa, fb in zip(a, b, strict=True):
+        if fa.type != fb.type:
+            return f"column {fa.name!r}: {fa.type} vs {fb.type}"
+    return None
+
+
 def parquet_batches(
-    path: str, row_group: int, first_row: int, batch_rows: int
+    path: str,
+    row_group: int | None,
+    first_row: int,
+    batch_rows: int,
+    schema: pa.Schema | None = None,
+    schema_of: str | None = None,
 ) -> Iterator[TableBatch]:
-    """The rows of one row group as batches of at most `batch_rows` rows."""
+    """The rows of one row group (`row_group` None: of every row group of the file, in order)
+    as batches of at most `batch_rows` rows.
+
+    `schema`, `schema_of`: the schema the file must have and the file it was planned from; a
+    file with another raises SchemaError naming both (as the plan does when it reads every
+    footer)."""
     first = first_row
-    batches = parquet_file(path).iter_batches(
-        batch_size=batch_rows, row_groups=[row_group], use_threads=False
-    )
+    source = parquet_file(path)
+    if schema is not None:
+        diff = schema_difference(schema, source.schema_arrow)
+        if diff:
+            raise SchemaError(f"{schema_of or path} and {path} do not have the same schema: {diff}")
+    groups = None if row_group is None else [row_group]
+    batches = source.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
     try:
         for batch in batches:
             for start in range(0, batch.num_rows, batch_rows):

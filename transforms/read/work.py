@@ -1,15 +1,18 @@
-"""Work items (a Parquet row group, a CSV file) and read tasks: the units workers read.
+"""Work items (a Parquet row group, a whole Parquet file, a CSV file) and read tasks: the units
+workers read.
 
 Work is split at construction: one work item per Parquet row group (from the footers the plan
-reads once, for the schema too), one per CSV file. Each work item yields `TableBatch`es of at
-most `batch_rows` rows, tagged with the source file and the 0-based index of their first data
-row in that file (for error messages).
+reads once, for the schema too), one per CSV file. With very many Parquet files the plan reads
+one footer only (pipeline/plan.py): one work item per whole file (`plan_whole_files`), whose
+reader finds the row groups and checks the file's schema. Each work item yields `TableBatch`es
+of at most `batch_rows` rows, tagged with the source file and the 0-based index of their first
+data row in that file (for error messages).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,16 +23,17 @@ from transforms.deadletter import BadSink
 from transforms.read.csv_reader import CsvOptions, csv_batches
 from transforms.read.parquet_reader import parquet_batches, parquet_footers
 
-__all__ = ["ReadTask", "WorkItem", "plan_work", "read_work_item"]
+__all__ = ["ReadTask", "WorkItem", "plan_whole_files", "plan_work", "read_work_item"]
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkItem:
     path: str
-    row_group: int | None  # None: the whole file (CSV)
+    row_group: int | None  # None: the whole file (CSV, or Parquet whose footer was not read)
     first_row: int
-    num_rows: int | None = None  # a row group's rows (None for CSV: not known before reading)
-    source_bytes: int = 0  # a row group's uncompressed bytes, a CSV file's size on disk
+    num_rows: int | None = None  # a row group's rows (None for a whole file: not read yet)
+    source_bytes: int = 0  # a row group's uncompressed bytes, a whole file's size on disk
+    schema_of: str | None = None  # a whole Parquet file: the file its schema must equal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +70,13 @@ def plan_work(
     return items
 
 
+def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
+    """Parquet files whose footers are not read at construction: one item per file (path ->
+    size on disk, in order), each to have the schema of the first."""
+    first = next(iter(sizes), None)
+    return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
+
+
 def read_work_item(
     item: WorkItem,
     fmt: str,
@@ -81,5 +92,10 @@ def read_work_item(
     """
     if fmt == "csv":
         yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
+        return
+    if item.row_group is None:  # a whole file: its footer is read here, its schema checked
+        yield from parquet_batches(
+            item.path, None, item.first_row, batch_rows, schema, item.schema_of
+        )
         return
     yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows)

@@ -8,9 +8,11 @@ files of the planned part size, rolling to a new file when one is full (write/ro
 Tasks of equal size give shards of equal size, whatever the runner does with bundles.
 
 The estimate: output bytes = (the input's bytes of each work item: a row group's uncompressed
-size from the Parquet footer, a CSV file's size on disk) x (output bytes per input byte, measured
-by encoding and compressing the first batch of the first file). Only the ratio is a guess; its
-error scales every task alike, so it moves shard sizes away from the target but keeps them even.
+size from the Parquet footer, a whole Parquet file's or a CSV file's size on disk) x (output
+bytes per input byte, measured by encoding and compressing the first batch of the first file;
+for whole Parquet files, per byte on disk: the first file's estimated output over its size).
+Only the ratio is a guess; its error scales every task alike, so it moves shard sizes away from
+the target but keeps them even.
 """
 
 from __future__ import annotations
@@ -110,14 +112,20 @@ def output_bytes_per_input_byte(
     specs: Sequence[FeatureSpec] | None,
     compress: Callable[[memoryview], bytes] | None,
     csv_header: bool = True,
+    file_rows: int | None = None,
 ) -> float:
     """Shard bytes per input byte, from `sample` (the first batch of `item`) encoded with
     `specs` and compressed with `compress`. 1.0 when there is nothing to measure it on (no
-    sample, no specs for the source, a sample row that does not encode)."""
+    sample, no specs for the source, a sample row that does not encode).
+
+    `file_rows`: `item` is a whole Parquet file (`source_bytes` its size on disk) of that many
+    rows (from its footer); the sample's share of the file's bytes is its share of the rows."""
     if sample is None or specs is None or sample.table.num_rows == 0 or item.source_bytes <= 0:
         return 1.0
     rows = sample.table.num_rows
-    if item.num_rows:
+    if file_rows:
+        input_bytes = item.source_bytes * rows / file_rows
+    elif item.num_rows:
         input_bytes = item.source_bytes * rows / item.num_rows
     else:
         input_bytes = csv_bytes_per_row(item.path, csv_header) * rows
