@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--rows-per-file", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=2, help="plans timed per case: best of N")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--local-only", action="store_true", help="skip the emulator (and upload)")
     args = ap.parse_args()
     from gcs_emulator import GcsEmulator
 
@@ -96,35 +97,41 @@ def main() -> None:
         print(f"  {where} {n} files, {how}: {seconds:.2f} s", file=sys.stderr, flush=True)
         return seconds
 
-    with GcsEmulator((BUCKET,)) as emulator, emulator.environ():
-        start = time.perf_counter()
-        _upload(files, f"gs://{BUCKET}/all")
-        _upload(files[: args.footer_files], f"gs://{BUCKET}/some")
-        upload = time.perf_counter() - start
-        print(f"uploaded in {upload:.0f} s", file=sys.stderr, flush=True)
-        _time_plan(f"gs://{BUCKET}/all/{files[0].name}", 1, *every)  # imports, compile
-        shipped = (LAZY_FOOTERS_LOCAL, LAZY_FOOTERS_REMOTE)
-        gcs_all = case("emulator", f"gs://{BUCKET}/all/*.parquet", args.files, "shipped", shipped)
-        some = f"gs://{BUCKET}/some/*.parquet"
-        gcs_every = case("emulator", some, args.footer_files, "every footer", every)
-        gcs_lazy = case("emulator", some, args.footer_files, "first footer only", lazy)
+    upload = gcs_all = gcs_every = gcs_lazy = 0.0
+    if not args.local_only:
+        with GcsEmulator((BUCKET,)) as emulator, emulator.environ():
+            start = time.perf_counter()
+            _upload(files, f"gs://{BUCKET}/all")
+            _upload(files[: args.footer_files], f"gs://{BUCKET}/some")
+            upload = time.perf_counter() - start
+            print(f"uploaded in {upload:.0f} s", file=sys.stderr, flush=True)
+            _time_plan(f"gs://{BUCKET}/all/{files[0].name}", 1, *every)  # imports, compile
+            shipped = (LAZY_FOOTERS_LOCAL, LAZY_FOOTERS_REMOTE)
+            pattern = f"gs://{BUCKET}/all/*.parquet"
+            gcs_all = case("emulator", pattern, args.files, "shipped", shipped)
+            some = f"gs://{BUCKET}/some/*.parquet"
+            gcs_every = case("emulator", some, args.footer_files, "every footer", every)
+            gcs_lazy = case("emulator", some, args.footer_files, "first footer only", lazy)
+    else:
+        _time_plan(str(files[0]), 1, *every)  # imports, compile
     local = str(data / "part-*.parquet")
     local_every = case("local", local, args.files, "every footer", every)
     local_lazy = case("local", local, args.files, "first footer only", lazy)
 
     print(f"{args.files:,} files of {args.rows_per_file} rows (bench table basic); "
-          f"thresholds as shipped: {LAZY_FOOTERS_REMOTE} remote, {LAZY_FOOTERS_LOCAL:,} local; "
-          f"upload {upload:.0f} s\n")  # fmt: skip
+          f"thresholds as shipped: {LAZY_FOOTERS_REMOTE} remote, {LAZY_FOOTERS_LOCAL:,} local"
+          + ("\n" if args.local_only else f"; upload {upload:.0f} s\n"))  # fmt: skip
     print("| where | files | plan | seconds | ms/file | work items | tasks |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for where, n, how, seconds, items, tasks in rows:
         print(f"| {where} | {n:,} | {how} | {seconds:.2f} | {1000 * seconds / n:.2f} | "
               f"{items:,} | {tasks:,} |")  # fmt: skip
-    per_file = gcs_every / args.footer_files
-    print(f"\nemulator, {args.footer_files:,} files: every footer / first footer only = "
-          f"{gcs_every / gcs_lazy:.1f}x; every footer of {args.files:,} files, estimated at "
-          f"{1000 * per_file:.1f} ms a file: {per_file * args.files:.0f} s "
-          f"(first footer only, measured: {gcs_all:.1f} s)")  # fmt: skip
+    if not args.local_only:
+        per_file = gcs_every / args.footer_files
+        print(f"\nemulator, {args.footer_files:,} files: every footer / first footer only = "
+              f"{gcs_every / gcs_lazy:.1f}x; every footer of {args.files:,} files, estimated at "
+              f"{1000 * per_file:.1f} ms a file: {per_file * args.files:.0f} s "
+              f"(first footer only, measured: {gcs_all:.1f} s)")  # fmt: skip
     print(f"local, {args.files:,} files: every footer / first footer only = "
           f"{local_every / local_lazy:.2f}x")  # fmt: skip
     print(f"\nfiles: {work}", file=sys.stderr)
