@@ -29,6 +29,7 @@ sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
 
 from dask_cluster import DaskCluster  # noqa: E402  (tests/: the cluster the tests use too)
 from measure import REPO, fixed_cost, load_avg, measure, steady  # noqa: E402
+from sections_e2e import _cli as convert_command  # noqa: E402
 from tables import TABLES, write_parquet  # noqa: E402
 
 RUNNER = "pipeline.dask_runner.DaskRunner"
@@ -56,18 +57,9 @@ def _inputs(work: Path, table: str, rows: int, files: int) -> Path:
 
 
 def _cmd(source: Path, out: Path, address: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "convert",
-        "--input",
-        str(source / "*.parquet"),
-        "--output",
-        str(out),
-        f"--runner={RUNNER}",
-        f"--dask_client_address={address}",
-    ]
+    """The e2e benchmark's convert command, on the Dask cluster at `address`."""
+    runner = [f"--runner={RUNNER}", f"--dask_client_address={address}"]
+    return convert_command(str(source / "*.parquet"), out, runner)
 
 
 def run_workers(workers: int, sources: dict[int, Path], work: Path, repeat: int) -> dict[str, Any]:
