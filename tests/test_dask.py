@@ -49,16 +49,17 @@ SLOW = pytest.mark.skipif(
     os.environ.get("TFRECORD_ETL_SLOW") != "1", reason="more cases; set TFRECORD_ETL_SLOW=1"
 )
 
-# The golden cases run on Dask. Together the first three have Parquet, CSV, splits, `--shuffle`
-# with `--num-shards` (a GroupByKey), preprocessing with analyzers (side inputs) and bad rows
-# (`max_bad_rows`, the error sink); the others (TFRECORD_ETL_SLOW=1) each add one alone.
+# The golden cases run on Dask. Together the first four have Parquet, CSV, splits, `--shuffle`
+# with `--num-shards` (a GroupByKey), preprocessing with analyzers (side inputs), bad rows
+# (`max_bad_rows`, the error sink) and `--num-shards` alone; the others (TFRECORD_ETL_SLOW=1)
+# each add one alone.
 DASK_CASES = [
     "sample_splits_shuffle",  # Parquet, splits, --shuffle --num-shards (order compared too)
     "peer_csv_preprocess",  # CSV, analyzers (side inputs), splits, filters
     "bad_rows_csv",  # CSV, max_bad_rows: bad rows written and counted
+    "sample_splits_num_shards",  # --num-shards without a shuffle
     pytest.param("sample_parquet", marks=SLOW),
     pytest.param("sample_csv", marks=SLOW),
-    pytest.param("sample_splits_num_shards", marks=SLOW),  # --num-shards without a shuffle
     pytest.param("peer_parquet_preprocess_shuffle", marks=SLOW),
 ]
 
