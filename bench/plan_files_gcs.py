@@ -6,10 +6,12 @@ footer, in one run, on the same files.
     python bench/plan_files_gcs.py --files 2000 --footer-files 500 --repeat 1
 
 Setup (once per run, a few minutes): `--files` Parquet files of the bench's basic table are
-written locally, then uploaded into the storage emulator (tests/gcs_emulator.py, 127.0.0.1),
-`UPLOADS` at a time; the first `--footer-files` of them also under a folder of their own.
+written locally (kept in `--workdir` for the next run), then uploaded into the storage emulator
+(tests/gcs_emulator.py, 127.0.0.1) with google-cloud-storage's transfer manager, one request a
+file, `UPLOADS` at a time; the first `--footer-files` of them also under a folder of their own.
 Then, in this process (imports and the encoder's compile done first, on one file), `plan_job`
-is timed, best of `--repeat`:
+is timed, best of `--repeat`, and each stage of the best plan (listing, footers, schema check,
+work items, first batch, size estimate, shard plan):
 
 - emulator, all files, first footer only (the plan as shipped: above LAZY_FOOTERS_REMOTE);
 - emulator, `--footer-files` files, every footer read (LAZY_FOOTERS_REMOTE raised) and first
