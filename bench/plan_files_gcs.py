@@ -6,10 +6,12 @@ footer, in one run, on the same files.
     python bench/plan_files_gcs.py --files 2000 --footer-files 500 --repeat 1
 
 Setup (once per run, a few minutes): `--files` Parquet files of the bench's basic table are
-written locally, then uploaded into the storage emulator (tests/gcs_emulator.py, 127.0.0.1),
-`UPLOADS` at a time; the first `--footer-files` of them also under a folder of their own.
+written locally (kept in `--workdir` for the next run), then uploaded into the storage emulator
+(tests/gcs_emulator.py, 127.0.0.1) with google-cloud-storage's transfer manager, one request a
+file, `UPLOADS` at a time; the first `--footer-files` of them also under a folder of their own.
 Then, in this process (imports and the encoder's compile done first, on one file), `plan_job`
-is timed, best of `--repeat`:
+is timed, best of `--repeat`, and each stage of the best plan (listing, footers, schema check,
+work items, first batch, size estimate, shard plan):
 
 - emulator, all files, first footer only (the plan as shipped: above LAZY_FOOTERS_REMOTE);
 - emulator, `--footer-files` files, every footer read (LAZY_FOOTERS_REMOTE raised) and first
@@ -25,45 +27,98 @@ The machine is shared: compare the ratios of one run, not seconds across runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 BUCKET = "bench"
-UPLOADS = 4  # uploads in flight: 16 left the emulator (one process) refusing connections
+UPLOADS = 4  # uploads in flight (the emulator serves one request at a time, and queues 5)
 
 
 def _upload(files: list[Path], prefix: str) -> None:
-    from apache_beam.io.filesystems import FileSystems
+    """Each file to gs://BUCKET/`prefix`/NAME: one multipart request each, `UPLOADS` at a time
+    (google-cloud-storage's transfer manager, threads)."""
+    from google.cloud.storage import Client, transfer_manager
 
-    def one(path: Path) -> None:
-        with FileSystems.create(f"{prefix}/{path.name}") as f:
-            f.write(path.read_bytes())
+    bucket = Client().bucket(BUCKET)
+    pairs = [(str(path), bucket.blob(f"{prefix}/{path.name}")) for path in files]
+    transfer_manager.upload_many(
+        pairs,
+        worker_type=transfer_manager.THREAD,
+        max_workers=UPLOADS,
+        raise_exception=True,
+    )
 
-    with ThreadPoolExecutor(UPLOADS) as pool:
-        list(pool.map(one, files))
+
+# What plan_job calls, by stage (names as pipeline/plan.py imports them)
+STAGES = {
+    "match_input_files": "listing",
+    "parquet_footer": "footers",
+    "parquet_footers": "footers",
+    "input_schema": "schema check",
+    "plan_work": "work items",
+    "plan_whole_files": "work items",
+    "_first_batch": "first batch",
+    "output_bytes_per_input_byte": "size estimate",
+    "plan_shards": "shard plan",
+}
+STAGE_NAMES = list(dict.fromkeys(STAGES.values()))
 
 
-def _time_plan(pattern: str, repeat: int, local: int, remote: int) -> tuple[float, object]:
-    """The best time of `repeat` plans of `pattern` with the given thresholds, and the plan."""
+@contextlib.contextmanager
+def _stages() -> Iterator[dict[str, float]]:
+    """Seconds spent in each stage of the plans run inside (plan_job's calls, timed)."""
+    import pipeline.plan as plan_module
+
+    spent = dict.fromkeys(STAGE_NAMES, 0.0)
+    saved = {name: getattr(plan_module, name) for name in STAGES}
+
+    def timed(name: str, fn: Callable) -> Callable:
+        def call(*args: object, **kwargs: object) -> object:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[STAGES[name]] += time.perf_counter() - start
+
+        return call
+
+    for name, fn in saved.items():
+        setattr(plan_module, name, timed(name, fn))
+    try:
+        yield spent
+    finally:
+        for name, fn in saved.items():
+            setattr(plan_module, name, fn)
+
+
+def _time_plan(
+    pattern: str, repeat: int, local: int, remote: int
+) -> tuple[float, object, dict[str, float]]:
+    """The best time of `repeat` plans of `pattern` with the given thresholds, the plan, and
+    the seconds of each stage of that best plan."""
     import pipeline.plan as plan_module
     from pipeline.config import load_config
 
     saved = plan_module.LAZY_FOOTERS_LOCAL, plan_module.LAZY_FOOTERS_REMOTE
     plan_module.LAZY_FOOTERS_LOCAL, plan_module.LAZY_FOOTERS_REMOTE = local, remote
     try:
-        best, plan = float("inf"), None
+        best, plan, stages = float("inf"), None, {}
         for _ in range(repeat):
             config = load_config(None, {"input": [pattern], "output": tempfile.gettempdir()})
-            start = time.perf_counter()
-            plan = plan_module.plan_job(config)
-            best = min(best, time.perf_counter() - start)
-        return best, plan
+            with _stages() as spent:
+                start = time.perf_counter()
+                plan = plan_module.plan_job(config)
+                seconds = time.perf_counter() - start
+            if seconds < best:
+                best, stages = seconds, spent
+        return best, plan, stages
     finally:
         plan_module.LAZY_FOOTERS_LOCAL, plan_module.LAZY_FOOTERS_REMOTE = saved
 
@@ -87,13 +142,15 @@ def main() -> None:
     if not (data / f"part-{args.files - 1:05d}.parquet").exists():
         print(f"writing {args.files} files of {args.rows_per_file} rows ...", file=sys.stderr)
         make_files(data, args.files, args.rows_per_file)
-    files = sorted(data.glob("part-*.parquet"))[: args.files]
+    files = sorted(data.glob("part-*.parquet"))
+    if len(files) != args.files:  # the local cases plan every file of the folder
+        raise SystemExit(f"{data} holds {len(files)} files, not --files {args.files}")
     lazy, every = (1, 1), (10**9, 10**9)  # thresholds: first footer only, every footer
     rows = []
 
     def case(where: str, pattern: str, n: int, how: str, thresholds: tuple[int, int]) -> float:
-        seconds, plan = _time_plan(pattern, args.repeat, *thresholds)
-        rows.append((where, n, how, seconds, len(plan.work), len(plan.shards.tasks)))
+        seconds, plan, stages = _time_plan(pattern, args.repeat, *thresholds)
+        rows.append((where, n, how, seconds, len(plan.work), len(plan.shards.tasks), stages))
         print(f"  {where} {n} files, {how}: {seconds:.2f} s", file=sys.stderr, flush=True)
         return seconds
 
@@ -101,8 +158,8 @@ def main() -> None:
     if not args.local_only:
         with GcsEmulator((BUCKET,)) as emulator, emulator.environ():
             start = time.perf_counter()
-            _upload(files, f"gs://{BUCKET}/all")
-            _upload(files[: args.footer_files], f"gs://{BUCKET}/some")
+            _upload(files, "all")
+            _upload(files[: args.footer_files], "some")
             upload = time.perf_counter() - start
             print(f"uploaded in {upload:.0f} s", file=sys.stderr, flush=True)
             _time_plan(f"gs://{BUCKET}/all/{files[0].name}", 1, *every)  # imports, compile
@@ -123,9 +180,16 @@ def main() -> None:
           + ("\n" if args.local_only else f"; upload {upload:.0f} s\n"))  # fmt: skip
     print("| where | files | plan | seconds | ms/file | work items | tasks |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
-    for where, n, how, seconds, items, tasks in rows:
+    for where, n, how, seconds, items, tasks, _ in rows:
         print(f"| {where} | {n:,} | {how} | {seconds:.2f} | {1000 * seconds / n:.2f} | "
               f"{items:,} | {tasks:,} |")  # fmt: skip
+    print("\nthe same plans stage by stage (seconds; other: the rest of plan_job):\n")
+    print("| where | files | plan | " + " | ".join(STAGE_NAMES) + " | other |")
+    print("| --- | ---: | --- |" + " ---: |" * (len(STAGE_NAMES) + 1))
+    for where, n, how, seconds, _, _, stages in rows:
+        other = seconds - sum(stages.values())
+        cells = " | ".join(f"{stages[name]:.3f}" for name in STAGE_NAMES)
+        print(f"| {where} | {n:,} | {how} | {cells} | {other:.3f} |")
     if not args.local_only:
         per_file = gcs_every / args.footer_files
         print(f"\nemulator, {args.footer_files:,} files: every footer / first footer only = "

@@ -45,7 +45,8 @@ __all__ = ["LAZY_FOOTERS_LOCAL", "LAZY_FOOTERS_REMOTE", "JobPlan", "plan_job"]
 # Above this many Parquet files the plan reads the first footer only. On an object store a footer
 # read costs 25-30 ms with 16 in flight (80 ms one by one), measured on the storage emulator: 256
 # footers take about 7 s, 10,000 about 4 minutes; with the first footer only, 10,000 files plan
-# in seconds (docs/many-files-and-verify.md). Below it the schema check stays at construction.
+# in 3.4 s there, most of it the listing (docs/many-files-and-verify.md). Below it the schema
+# check stays at construction.
 LAZY_FOOTERS_REMOTE = 256
 # Local footers cost 0.27-0.55 ms each (page cache): 20,000 take 5-11 s, well inside 30 s, so up
 # to there a file with another schema still fails before anything is written.

@@ -232,11 +232,33 @@ def _honour_preconditions() -> None:
                 handlers[method] = wrapped[handler]
 
 
+def _no_metadata_snapshots() -> None:
+    """No snapshot of every object's metadata after each write: uploads in constant time.
+
+    After each upload, delete and patch, the emulator's `Storage` serializes the metadata of
+    every object it holds (indented JSON, to `.meta` in its store) so that a file-backed emulator
+    finds it again at its next start. In memory that snapshot is never read back (the store is
+    read once, when it is made, empty), yet each write pays for it: N uploads cost O(N^2), and
+    thousands of objects took minutes (bench/plan_files_gcs.py). This server keeps its objects in
+    memory, so the snapshot is skipped; a file-backed store would still write it.
+    """
+    from gcp_storage_emulator.storage import Storage
+
+    snapshot = Storage._write_config_to_file
+
+    def write_config(self: Any) -> None:
+        if not self._use_memory_fs:
+            snapshot(self)
+
+    Storage._write_config_to_file = write_config
+
+
 def _serve(port: int) -> None:
     from gcp_storage_emulator.server import create_server
 
     logging.basicConfig(level=logging.ERROR)
     _honour_preconditions()
+    _no_metadata_snapshots()
     server = create_server("127.0.0.1", port, in_memory=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server.run()
