@@ -135,3 +135,5 @@ def test_run_with_a_bad_line(tmp_path):
     (error,) = [json.loads(x) for x in error_file.read_text(encoding="utf-8").splitlines()]
     assert error["source"] == good and error["row"] == 150
     assert error["values"] == {"line": 151, "text": lines[150]}
+    verified = run_cli_captured(["verify", out, "--source"])  # the bad line found again
+    assert verified.code == 0, verified.out + verified.err

@@ -291,6 +291,9 @@ def test_date_template_with_a_configured_type(hive, tmp_path):
         seen.update(batch["date"].numpy().tolist())
         seen.update(v.decode() for v in batch["region"].numpy())
     assert seen == {days: 2 * ROWS_PER_PART, "eu": ROWS_PER_PART, "us": ROWS_PER_PART}
+    # verify derives the records again from the files the run read: the same partition columns
+    verified = run_cli_captured(["verify", day, "--source"])
+    assert verified.code == 0, verified.out + verified.err
 
 
 def test_partitioned_input_on_an_object_store(hive, tmp_path):
