@@ -14,12 +14,12 @@ goes to the dead-letter output with its line number and text.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator, Mapping
 from typing import IO
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pajson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -43,26 +43,30 @@ def _open(path: str, parse: pajson.ParseOptions, block: int) -> pajson.JSONStrea
 
 
 def json_schema(path: str, types: Mapping[str, pa.DataType]) -> pa.Schema:
-    """Field types of the JSON Lines file: configured ones (`types`), the rest inferred by
-    pyarrow from its first `INFER_BYTES`, in the order the file names them."""
+    """Field types of the JSON Lines file: configured ones (`types`, first), the rest inferred
+    by pyarrow from its first `INFER_BYTES`, in the order the file names them."""
+    explicit = pa.schema(types) if types else None
+    parse = pajson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
     try:
-        inferred = _open(path, pajson.ParseOptions(), INFER_BYTES).schema
+        inferred = _open(path, parse, INFER_BYTES).schema
     except pa.ArrowInvalid:  # a bad line in the sample: inferred from the other lines
-        inferred = _good_lines_schema(path)
+        inferred = _good_lines_schema(path, explicit)
     except (OSError, EOFError) as err:
         raise InputError(f"{path}: cannot read as JSON Lines: {err}") from err
-    fields = [pa.field(f.name, types.get(f.name, f.type)) for f in inferred]
-    fields += [pa.field(name, t) for name, t in types.items() if name not in inferred.names]
     # A field with no value in the sample has type null: read it as text.
     return pa.schema(
-        [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in fields]
+        [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in inferred]
     )
 
 
-def _good_lines_schema(path: str) -> pa.Schema:
+_KINDS = re.compile(r"Column\(/([^)]*)\) changed from")
+
+
+def _good_lines_schema(path: str, explicit: pa.Schema | None) -> pa.Schema:
     """The types pyarrow infers from the sample's lines that read alone (the others are bad
-    rows at run time). pyarrow reads a field as one JSON kind: a number in one line and text in
-    another fail here, whatever type is configured (a number is not read as text)."""
+    rows at run time). pyarrow reads a field as one JSON kind: a field that is a number in one
+    line and text in another fails here unless its type is configured (then the lines of the
+    other kind are the bad ones)."""
     lines, numbers, size = [], [], 0
     with _raw(path) as f:
         for number, line in enumerate(iter(f.readline, b""), start=1):
@@ -74,9 +78,11 @@ def _good_lines_schema(path: str) -> pa.Schema:
                 numbers.append(number)
     sample = TableBatch(_lines_table(lines, numbers), path, 0)
     try:
-        table, _ = isolate_bad_rows(sample, lambda b: parse_lines(b, None), "read")
+        table, _ = isolate_bad_rows(sample, lambda b: parse_lines(b, explicit, "infer"), "read")
     except ConversionError as err:
-        raise InputError(f"{path}: cannot infer the types of the JSON Lines: {err}") from err
+        kinds = _KINDS.search(str(err))
+        hint = f" (set columns.{kinds.group(1)}.type)" if kinds else ""
+        raise InputError(f"{path}: cannot infer the types of the JSON Lines{hint}: {err}") from err
     if table is None:
         raise InputError(f"{path}: no line of its first {INFER_BYTES} bytes reads as JSON Lines")
     return table.schema
@@ -91,7 +97,7 @@ def _lines_table(lines: list[bytes], numbers: list[int]) -> pa.Table:
     )
 
 
-def _explain(text: bytes, schema: pa.Schema | None) -> tuple[str | None, str]:
+def _explain(text: bytes, schema: pa.Schema | None, unexpected: str) -> tuple[str | None, str]:
     """Why one line does not read into `schema`: (the column at fault or None, the reason)."""
     try:
         alone = pajson.read_json(io.BytesIO(text))
@@ -103,28 +109,32 @@ def _explain(text: bytes, schema: pa.Schema | None) -> tuple[str | None, str]:
         return None, "does not read with the lines before it"
     for name in alone.column_names:
         if name not in schema.names:
+            if unexpected == "infer":
+                continue
             return name, (
                 "not a column of the input (the columns come from the first file; set "
                 f"columns.{name}.type to add one)"
             )
-        column, t = alone.column(name), schema.field(name).type
+        field = schema.field(name)
+        one = pajson.ParseOptions(
+            explicit_schema=pa.schema([field]), unexpected_field_behavior="ignore"
+        )
         try:
-            pc.cast(column, t)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            value = column.to_pylist()[0]
-            return name, f"cannot convert {value!r} to {t} (set columns.{name}.type)"
+            pajson.read_json(io.BytesIO(text), parse_options=one)
+        except pa.ArrowInvalid:
+            value = alone.column(name).to_pylist()[0]
+            return name, f"cannot convert {value!r} to {field.type} (set columns.{name}.type)"
     return None, "does not read as a row of the input"
 
 
-def parse_lines(lines: TableBatch, schema: pa.Schema | None) -> pa.Table:
+def parse_lines(lines: TableBatch, schema: pa.Schema | None, unexpected: str = "error") -> pa.Table:
     """The rows of a batch of JSON lines (a table of `line` numbers and `text`) in `schema`
-    (None: inferred); raises ConversionError naming the file, the row, the line and the column
-    of a line that does not read (the reason in full for a batch of one line)."""
+    (None: inferred; `unexpected`: what a field not in it does, "error" or "infer"); raises
+    ConversionError naming the file, the row, the line and the column of a line that does not
+    read (the reason in full for a batch of one line)."""
     text = lines.table.column("text")
     data = b"\n".join(text.to_pylist())
-    parse = pajson.ParseOptions()
-    if schema is not None:
-        parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior=unexpected)
     try:
         table = pajson.read_json(io.BytesIO(data), parse_options=parse)
         if table.num_rows == lines.table.num_rows:
@@ -136,7 +146,7 @@ def parse_lines(lines: TableBatch, schema: pa.Schema | None) -> pa.Table:
         raise ConversionError(f"{lines.source}: rows from {lines.first_row}: {problem}")
     row = int(source_rows(lines)[0])
     number = lines.table.column("line")[0].as_py()
-    column, reason = _explain(text[0].as_py(), schema)
+    column, reason = _explain(text[0].as_py(), schema, unexpected)
     where = f"row {row}: column {column!r}" if column else f"row {row}"
     raise ConversionError(f"{lines.source}: {where}: line {number}: {reason}")
 
