@@ -8,7 +8,9 @@ storage emulator."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -18,8 +20,11 @@ import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 from conftest import canonical, example_to_dict, read_manifest, reference_rows, run_cli_captured
 
+from pipeline.config import load_config
+from pipeline.plan import plan_job
 from pipeline.reader import load_dataset
-from transforms.encode.schema import SchemaError
+from transforms.encode.schema import ColumnOptions, SchemaError
+from transforms.read.csv_reader import CsvOptions
 from transforms.read.inputs import match_input_files
 from transforms.read.partitions import (
     PartitionColumns,
@@ -28,6 +33,7 @@ from transforms.read.partitions import (
     partition_segments,
     plan_partitions,
 )
+from transforms.read.work import plan_whole_files, read_work_item, with_partitions
 
 # ----------------------------------------------------------------------------- the keys
 
@@ -160,6 +166,38 @@ def test_a_directory_stands_for_its_files_hidden_ones_left_out(tmp_path):
     ]
     # a file named explicitly is read even with a hidden-looking name
     assert rel(match_input_files([f"{root}/_SUCCESS"])) == ["_SUCCESS"]
+
+
+def test_whole_file_work_items_carry_their_partition(tmp_path):
+    """Very many files: one work item per whole file (footer not read at plan time)."""
+    table = pa.table({"x": pa.array([1, 2, 3], pa.int64())})
+    paths = []
+    for n in (1, 2):
+        folder = tmp_path / f"n={n}"
+        folder.mkdir()
+        pq.write_table(table, folder / "a.parquet", row_group_size=2)
+        paths.append(str(folder / "a.parquet"))
+    parts = plan_partitions(paths, {})
+    schema = add_partition_fields(table.schema, parts, paths[0])
+    work = with_partitions(plan_whole_files(dict.fromkeys(paths, 1)), parts)
+    rows = [
+        r
+        for item in work
+        for b in read_work_item(item, "parquet", schema, CsvOptions(), 2)
+        for r in b.table.to_pylist()
+    ]
+    assert rows == [{"x": x, "n": n} for n in (1, 2) for x in (1, 2, 3)]
+
+
+def test_a_type_on_a_column_that_is_no_key_is_an_error(tmp_path):
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "a.parquet")
+    config = load_config(
+        None,
+        {"input": [str(tmp_path / "a.parquet")], "output": str(tmp_path / "out")},
+    )
+    config = dataclasses.replace(config, columns={"x": ColumnOptions(type="int32")})
+    with pytest.raises(SchemaError, match=r"columns.x.type: only a partition key or a JSON"):
+        plan_job(config)
 
 
 # ----------------------------------------------------------------------------- whole runs
@@ -307,5 +345,19 @@ def test_partitioned_input_on_an_object_store(hive, tmp_path):
                 g.write(f.read())
         out = tmp_path / "out"
         _convert("--input", "gs://bucket/trips/date=2026-12-0[23]/region=eu", "--output", out)
+        # JSON Lines on the object store, partitioned, a bad line read again line by line
+        lines = b'{"v": 1}\n{"v": 2\n{"v": 3}\n'
+        with FileSystems.create("gs://bucket/events/day=7/a.jsonl") as g:
+            g.write(lines)
+        events = tmp_path / "events"
+        _convert("--input", "gs://bucket/events", "--output", events, "--max-bad-rows", "1")
     keep = lambda date, region: date != "2026-12-01" and region == "eu"  # noqa: E731
     assert _records(out) == _expected(parts, keep)
+    assert sorted(_records(events).elements()) == sorted(
+        canonical({"v": [v], "day": [7]}) for v in (1, 3)
+    )
+    (error,) = (events / "_errors").glob("*.jsonl")
+    assert json.loads(error.read_text(encoding="utf-8"))["values"] == {
+        "line": 2,
+        "text": '{"v": 2',
+    }
