@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import read_manifest, run_cli_captured
+from conftest import encode_rows, read_manifest, run_cli_captured
 
 from pipeline.reader import load_dataset
 
@@ -90,9 +90,8 @@ def taxi(peer_data) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def partitioned(peer_data, taxi, tmp_path_factory):
-    """The table with a `year` column, as one file and written partitioned by year and payment
-    type (columns moved into the paths) in two writes of different row-group sizes; both
-    converted."""
+    """The table with a `year` column, written partitioned by year and payment type (columns
+    moved into the paths) in two writes of different row-group sizes, and converted."""
     seconds = taxi.column("trip_start_timestamp").cast(pa.timestamp("s"))
     table = taxi.append_column("year", pc.year(seconds).cast(pa.int64()))
     work = tmp_path_factory.mktemp("hive")
@@ -110,13 +109,11 @@ def partitioned(peer_data, taxi, tmp_path_factory):
             max_rows_per_group=group,
             existing_data_behavior="overwrite_or_ignore",
         )
-    pq.write_table(table, work / "whole.parquet")
-    whole = _convert(work / "whole.parquet", work / "whole-out")
-    return table, root, _convert(root, work / "hive-out"), whole
+    return table, root, _convert(root, work / "hive-out")
 
 
 def test_partitioned_copy_gives_the_records_plus_the_partition_columns(partitioned):
-    _, root, out, whole = partitioned
+    table, root, out = partitioned
     files = sorted(root.rglob("*.parquet"))
     assert any("%20" in str(f) for f in files)  # "Credit Card": a percent-encoded value
     assert all("payment_type" not in pq.read_schema(f).names for f in files)
@@ -124,17 +121,16 @@ def test_partitioned_copy_gives_the_records_plus_the_partition_columns(partition
     assert len(layouts) > 1  # files with one row group and files with several
     records = _records(out)
     assert sum(records.values()) == ROWS
-    assert records == _records(whole)  # the file with the year column: the same records
+    # the records of the unpartitioned table with the year column, as the encoder writes them
+    # (an Example's bytes do not depend on the order of the table's columns)
+    assert records == collections.Counter(encode_rows(table))
     features = {f["name"]: f for f in read_manifest(out)["features"]}
     assert features["year"]["source_type"] == "int64"
     assert features["payment_type"]["source_type"] == "string"
-    assert {f["name"]: f["kind"] for f in read_manifest(whole)["features"]} == {
-        name: f["kind"] for name, f in features.items()
-    }
 
 
 def test_partitioned_copy_through_load_dataset(partitioned):
-    table, _, out, _ = partitioned
+    table, _, out = partitioned
     assert _loaded_rows(out, table.column_names) == _source_rows(table)
 
 
