@@ -189,6 +189,28 @@ def test_whole_file_work_items_carry_their_partition(tmp_path):
     assert rows == [{"x": x, "n": n} for n in (1, 2) for x in (1, 2, 3)]
 
 
+def test_partitioned_csv_with_a_bad_row(tmp_path):
+    for day, text in (("1", "id,s\n1,a\n2\n3,c\n"), ("2", "id,s\n4,d\n")):
+        (tmp_path / f"day={day}").mkdir()
+        (tmp_path / f"day={day}" / "a.csv").write_text(text, encoding="utf-8")
+    config = load_config(None, {"input": [str(tmp_path)], "output": str(tmp_path / "out")})
+    plan = plan_job(config)
+    assert plan.schema.names == ["id", "s", "day"]
+    bad: list[dict] = []
+    batches = [
+        b
+        for item in plan.work
+        for b in read_work_item(item, plan.fmt, plan.schema, config.csv, 100, bad.append)
+    ]
+    rows = [r for b in batches for r in b.table.to_pylist()]
+    assert rows == [
+        {"id": 1, "s": "a", "day": 1},
+        {"id": 3, "s": "c", "day": 1},
+        {"id": 4, "s": "d", "day": 2},
+    ]
+    assert [(b["row"], b["values"]) for b in bad] == [(1, {"text": "2"})]
+
+
 def test_a_type_on_a_column_that_is_no_key_is_an_error(tmp_path):
     pq.write_table(pa.table({"x": [1]}), tmp_path / "a.parquet")
     config = load_config(
