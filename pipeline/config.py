@@ -120,6 +120,8 @@ def _column_options(source: str, raw: Any) -> dict[str, ColumnOptions]:
             if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
                 raise ConfigError(f"{where}.shape': expected a list of integers")
             values["shape"] = tuple(shape)
+        if values.get("type") is not None and not isinstance(values["type"], str):
+            raise ConfigError(f"{where}.type': expected an Arrow type name such as int64")
         out[str(name)] = ColumnOptions(**values)
     return out
 
@@ -257,6 +259,8 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
     for name, opts in config.columns.items():
         entry = dataclasses.asdict(opts)
         entry["shape"] = None if opts.shape is None else list(opts.shape)
+        if opts.type is None:  # set only for partition keys and JSON Lines fields
+            del entry["type"]
         columns[name] = entry
     scalars = {key: getattr(config, key) for key in _SCALARS}
     return {

@@ -12,12 +12,11 @@ import argparse
 import dataclasses
 from typing import Any
 
+from transforms.read.inputs import FORMATS
 from transforms.write.beam import SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
-
-FORMATS = ("parquet", "csv")
 
 
 def true_or_false(text: str) -> bool:

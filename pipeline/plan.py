@@ -33,10 +33,17 @@ from transforms.encode.schema import (
 from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
-from transforms.read.files import InputError, is_local
+from transforms.read.files import InputError, configured_types, is_local
 from transforms.read.inputs import detect_format, input_schema, match_input_files
 from transforms.read.parquet_reader import parquet_footer, parquet_footers
-from transforms.read.work import WorkItem, plan_whole_files, plan_work, read_work_item
+from transforms.read.partitions import add_partition_fields, plan_partitions
+from transforms.read.work import (
+    WorkItem,
+    plan_whole_files,
+    plan_work,
+    read_work_item,
+    with_partitions,
+)
 from transforms.write.compression import ZLIB_LEVEL, gzip_compressor
 from transforms.write.sizing import ShardPlan, output_bytes_per_input_byte, plan_shards
 
@@ -195,6 +202,17 @@ def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
         raise SchemaError(f"split_key: column {key!r} is {t}; a key is text, binary or integers")
 
 
+def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
+    """`columns.<name>.type` is for partition keys and JSON Lines fields only."""
+    if types and fmt != "jsonl":
+        name = next(iter(types))
+        hint = " (CSV: csv.column_types)" if fmt == "csv" else ""
+        raise SchemaError(
+            f"columns.{name}.type: only a partition key or a JSON Lines field takes a type, "
+            f"and {name!r} is not a partition key of the input{hint}"
+        )
+
+
 def _compressor(config: JobConfig) -> Callable[[memoryview], bytes] | None:
     """What a block of records goes through on its way into a shard (for the size estimate)."""
     if config.compression == "gzip":
@@ -219,6 +237,11 @@ def plan_job(config: JobConfig) -> JobPlan:
     sizes = match_input_files(config.inputs)  # path -> bytes on disk, sorted
     paths = list(sizes)
     fmt = detect_format(paths, config.format)
+    types = configured_types(config.columns)  # columns.<name>.type
+    partitions = plan_partitions(paths, types)  # the key=value directories of the paths
+    keys = () if partitions is None else partitions.names
+    file_types = {k: t for k, t in types.items() if k not in keys}
+    _check_types(file_types, fmt)
     file_rows = None  # the first file's rows, when its work item is the whole file
     if fmt == "parquet" and not _reads_every_footer(paths):
         first = parquet_footer(paths[0])  # the only footer read: the others are the readers'
@@ -227,8 +250,11 @@ def plan_job(config: JobConfig) -> JobPlan:
         file_rows = first.num_rows
     else:
         footers = parquet_footers(paths) if fmt == "parquet" else None  # each footer, once
-        schema = input_schema(paths, fmt, config.csv, footers)
+        schema = input_schema(paths, fmt, config.csv, footers, file_types)
         work = plan_work(paths, fmt, footers)
+    if partitions is not None:  # typed columns after the files' own
+        schema = add_partition_fields(schema, partitions, paths[0])
+        work = with_partitions(work, partitions)
     if not work:  # Parquet files without a row group
         raise InputError(f"{', '.join(paths)}: no data row in the input (nothing to convert)")
     sample = _first_batch(work[0], fmt, schema, config)
@@ -263,7 +289,7 @@ def plan_job(config: JobConfig) -> JobPlan:
         sample,
         specs if preprocess is None else source_specs,
         _compressor(config),
-        config.csv.header,
+        config.csv.header and fmt == "csv",
         file_rows,
     )
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)

@@ -49,6 +49,7 @@ class ColumnOptions:
     default: Any = None  # the value written for a null under null_policy=default
     keep_float64: bool = False  # write float64 values exactly, as raw little-endian bytes
     shape: tuple[int, ...] | None = None  # fixed shape for list columns (dim 0 may be -1)
+    type: str | None = None  # the Arrow type of a partition key or a JSON Lines field
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,11 @@
-"""Reading the sources: Parquet and CSV files -> `TableBatch` elements.
+"""Reading the sources: Parquet, CSV and JSON Lines files -> `TableBatch` elements.
 
-- `files`: opening an input on any Beam filesystem; `InputError`.
-- `inputs`: matching the input patterns, the format, the one schema the files agree on.
-- `work`: work items (a row group, a CSV file), read tasks, and reading one work item.
-- `csv_reader`, `csv_bad_rows`, `parquet_reader`: the formats.
+- `files`: opening an input on any Beam filesystem; `InputError`; configured column types.
+- `inputs`: matching the input patterns (a directory: the files below it), the format, the one
+  schema the files agree on.
+- `partitions`: Hive partitions, the `key=value` directories of a path as typed columns.
+- `work`: work items (a row group, a CSV or JSON Lines file), read tasks, and reading one work
+  item (with its partition columns).
+- `csv_reader`, `csv_bad_rows`, `json_reader`, `parquet_reader`: the formats.
 - `beam`: `ReadTable`, the PTransform.
 """

@@ -1,6 +1,12 @@
 """What the job reads: the files the input patterns match (with their sizes), their format, their
 one schema.
 
+A pattern that names a directory (or a glob of directories, `trips/date=2026-12-*`) stands for
+every file below it, at any depth, except those under a name starting with `.` or `_` below it
+(`_SUCCESS`, `.crc` files, `_temporary/`), as Hive, Spark and pyarrow's dataset discovery skip
+them. On an object store, where directories are name prefixes, a pattern that matches no object
+is read as such a prefix.
+
 With many Parquet files the schema comes from footers read once for the whole plan
 (`parquet_footers`, which the work items use too), not from a second open of every file; with
 very many, from the first file's footer alone (pipeline/plan.py), each other file's schema then
@@ -9,7 +15,8 @@ being checked by its reader (transforms/read/parquet_reader.py, the same message
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,19 +24,44 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.encode.schema import SchemaError
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
-from transforms.read.files import InputError
+from transforms.read.files import InputError, is_local
+from transforms.read.json_reader import json_schema
 from transforms.read.parquet_reader import parquet_footers, schema_difference
 
-__all__ = ["detect_format", "input_schema", "match_input_files", "match_inputs"]
+__all__ = ["FORMATS", "detect_format", "input_schema", "match_input_files", "match_inputs"]
+
+FORMATS = ("parquet", "csv", "jsonl")
+_JSONL = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+
+
+def _files(pattern: str) -> dict[str, int]:
+    """The files `pattern` matches (no directory), with their sizes."""
+    results = FileSystems.match([pattern])[0].metadata_list
+    return {
+        m.path: int(m.size_in_bytes)
+        for m in results
+        if not m.path.endswith("/") and not (is_local(m.path) and os.path.isdir(m.path))
+    }
+
+
+def _below(pattern: str) -> dict[str, int]:
+    """Every file below the directories `pattern` names, hidden names left out."""
+    base = pattern.rstrip("/")
+    depth = len(base.split("/"))
+    return {
+        path: size
+        for path, size in _files(f"{base}/**").items()
+        if not any(part.startswith((".", "_")) for part in path.split("/")[depth:])
+    }
 
 
 def match_input_files(patterns: Sequence[str]) -> dict[str, int]:
-    """Every file the patterns (paths or globs, any Beam filesystem) name, sorted, deduplicated,
-    with its size in bytes (from the match: no file is opened)."""
+    """Every file the patterns (paths or globs, any Beam filesystem; a directory stands for the
+    files below it) name, sorted, deduplicated, with its size in bytes (from the match: no file
+    is opened)."""
     sizes: dict[str, int] = {}
     for pattern in patterns:
-        results = FileSystems.match([pattern])[0].metadata_list
-        files = {m.path: int(m.size_in_bytes) for m in results if not m.path.endswith("/")}
+        files = _below(pattern) if pattern.endswith("/") else _files(pattern) or _below(pattern)
         if not files:
             raise InputError(f"{pattern}: no file matches this input")
         sizes.update(files)
@@ -43,14 +75,16 @@ def match_inputs(patterns: Sequence[str]) -> list[str]:
 
 def detect_format(paths: Sequence[str], fmt: str | None) -> str:
     if fmt:
-        if fmt not in ("parquet", "csv"):
-            raise InputError(f"format {fmt!r} is not one of parquet, csv")
+        if fmt not in FORMATS:
+            raise InputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
         return fmt
     kinds = set()
     for path in paths:
         name = path.lower()
         if name.endswith((".parquet", ".parq", ".pq")):
             kinds.add("parquet")
+        elif name.endswith(_JSONL):
+            kinds.add("jsonl")
         elif name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
             kinds.add("csv")
         else:
@@ -65,11 +99,15 @@ def input_schema(
     fmt: str,
     csv: CsvOptions,
     footers: Sequence[pq.FileMetaData] | None = None,
+    types: Mapping[str, pa.DataType] | None = None,
 ) -> pa.Schema:
     """The one schema every input file agrees on; an error names two files that disagree.
 
     `footers`: the Parquet footers of `paths` when the caller has read them (else they are
-    read here)."""
+    read here). JSON Lines: the first file's fields with `types` (configured types by name);
+    a line of another file with a field not among them is a bad row."""
+    if fmt == "jsonl":
+        return json_schema(paths[0], types or {})
     if fmt == "parquet":
         if footers is None:
             footers = parquet_footers(paths)

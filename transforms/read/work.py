@@ -1,12 +1,14 @@
-"""Work items (a Parquet row group, a whole Parquet file, a CSV file) and read tasks: the units
-workers read.
+"""Work items (a Parquet row group, a whole Parquet file, a CSV or JSON Lines file) and read
+tasks: the units workers read.
 
 Work is split at construction: one work item per Parquet row group (from the footers the plan
-reads once, for the schema too), one per CSV file. With very many Parquet files the plan reads
-one footer only (pipeline/plan.py): one work item per whole file (`plan_whole_files`), whose
-reader finds the row groups and checks the file's schema. Each work item yields `TableBatch`es
-of at most `batch_rows` rows, tagged with the source file and the 0-based index of their first
-data row in that file (for error messages).
+reads once, for the schema too), one per CSV or JSON Lines file. With very many Parquet files
+the plan reads one footer only (pipeline/plan.py): one work item per whole file
+(`plan_whole_files`), whose reader finds the row groups and checks the file's schema. A file of
+a Hive-partitioned input carries its partition values (transforms/read/partitions.py), which the
+reader appends to each batch. Each work item yields `TableBatch`es of at most `batch_rows` rows,
+tagged with the source file and the 0-based index of their first data row in that file (for
+error messages).
 """
 
 from __future__ import annotations
@@ -21,9 +23,18 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.batch import TableBatch
 from transforms.deadletter import BadSink
 from transforms.read.csv_reader import CsvOptions, csv_batches
+from transforms.read.json_reader import json_batches
 from transforms.read.parquet_reader import parquet_batches, parquet_footers
+from transforms.read.partitions import PartitionColumns, Partitions, Values, file_schema
 
-__all__ = ["ReadTask", "WorkItem", "plan_whole_files", "plan_work", "read_work_item"]
+__all__ = [
+    "ReadTask",
+    "WorkItem",
+    "plan_whole_files",
+    "plan_work",
+    "read_work_item",
+    "with_partitions",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +45,7 @@ class WorkItem:
     num_rows: int | None = None  # a row group's rows (None for a whole file: not read yet)
     source_bytes: int = 0  # a row group's uncompressed bytes, a whole file's size on disk
     schema_of: str | None = None  # a whole Parquet file: the file its schema must equal
+    partition: Values = ()  # (key, value) of each partition key of the file's path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,11 +60,12 @@ class ReadTask:
 def plan_work(
     paths: Sequence[str], fmt: str, footers: Sequence[pq.FileMetaData] | None = None
 ) -> list[WorkItem]:
-    """Parquet: one item per row group (the unit a worker reads); CSV: one item per file.
+    """Parquet: one item per row group (the unit a worker reads); CSV, JSON Lines: one item per
+    file.
 
     `footers`: the Parquet footers of `paths` when the caller has read them (else they are
     read here)."""
-    if fmt == "csv":
+    if fmt in ("csv", "jsonl"):
         sizes = {
             m.path: m.size_in_bytes for r in FileSystems.match(list(paths)) for m in r.metadata_list
         }
@@ -77,6 +90,13 @@ def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
     return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
 
 
+def with_partitions(items: Sequence[WorkItem], partitions: Partitions | None) -> list[WorkItem]:
+    """The work items, each with the partition values of its file."""
+    if partitions is None:
+        return list(items)
+    return [dataclasses.replace(w, partition=partitions.values[w.path]) for w in items]
+
+
 def read_work_item(
     item: WorkItem,
     fmt: str,
@@ -85,11 +105,33 @@ def read_work_item(
     batch_rows: int,
     on_bad: BadSink | None = None,
 ) -> Iterator[TableBatch]:
-    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema.
+    """The rows of one work item, as batches of at most `batch_rows` rows in the input schema
+    (the file's columns, then its partition keys).
 
-    With `on_bad`, a CSV row that cannot be read (wrong number of fields, a value that does not
-    convert) is passed to it as a dead-letter dict; without, it fails the read.
+    With `on_bad`, a CSV row or JSON line that cannot be read (wrong number of fields, not
+    JSON, a value that does not convert) is passed to it as a dead-letter dict; without, it
+    fails the read.
     """
+    if not item.partition:
+        yield from _read_file(item, fmt, schema, csv, batch_rows, on_bad)
+        return
+    columns = PartitionColumns(schema, item.partition)
+    own = file_schema(schema, item.partition)
+    for batch in _read_file(item, fmt, own, csv, batch_rows, on_bad):
+        yield dataclasses.replace(batch, table=columns.append_to(batch.table))
+
+
+def _read_file(
+    item: WorkItem,
+    fmt: str,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+    on_bad: BadSink | None,
+) -> Iterator[TableBatch]:
+    if fmt == "jsonl":
+        yield from json_batches(item.path, item.first_row, schema, batch_rows, on_bad)
+        return
     if fmt == "csv":
         yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
         return
