@@ -5,7 +5,7 @@
   gives (dtypes and shapes; a nullable feature as a leading dimension of 0 or 1), and split
   slices land on the same records.
 - tfx: `Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz`, examples_artifact.json, and the reader,
-  verify and inspect on it; `--overwrite` back to the flat layout leaves none of it.
+  verify and inspect on it; what `--overwrite` and a new run clear of each layout.
 - the checks of options a layout cannot take.
 """
 
@@ -23,6 +23,7 @@ import tensorflow_datasets as tfds
 from conftest import run_cli_captured
 
 from pipeline.config import ConfigError, config_to_json, load_config
+from pipeline.output_dir import clear_leftovers, clear_previous_output
 from pipeline.reader import PRESENT_SUFFIX, load_dataset
 from pipeline.verify.inspect import inspect_path
 
@@ -247,12 +248,22 @@ def test_tfx_layout_reads_verifies_and_overwrites(tfx_output: Path, both_rows: d
     result = run_cli_captured(["verify", str(tfx_output)])
     stale.unlink()
     assert result.code == 1 and "data_tfrecord-00005-of-00009.gz" in result.out
-    # back to the flat layout: no split directory, no artifact file is left
-    source = tfx_output.parent / "table.parquet"
-    _convert(tfx_output.parent, source, "tfx_out", "--overwrite", "--num-shards", "1")
-    assert sorted(p.name for p in tfx_output.iterdir()) == [
-        "manifest.json",
-        "train-00000-of-00001.tfrecord.gz",
+    # what --overwrite clears: the manifest, the shards, the artifact file, the split directories
+    clear_previous_output(str(tfx_output), overwrite=True)
+    assert [p.name for p in tfx_output.iterdir()] == []
+
+
+def test_leftovers_of_every_layout_are_cleared(tmp_path: Path) -> None:
+    """A run that did not finish may leave shards of any layout and metadata files."""
+    left = ["train-00001-of-00003.tfrecord", "dataset_info.json", "features.json",
+            "examples_artifact.json", "Split-train/data_tfrecord-00000-of-00002.gz",
+            "Split-eval/data_tfrecord-00001-of-00002.gz", "keep.txt"]  # fmt: skip
+    for name in left:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    clear_leftovers(str(tmp_path), tuple(SPLITS.items()))
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        "keep.txt"
     ]
 
 
