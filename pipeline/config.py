@@ -23,7 +23,14 @@ from transforms.write.compression import check_level
 from transforms.write.layout import DEFAULT_LAYOUT, layout_compressions
 from transforms.write.sizing import DEFAULT_SHARD_MB
 
-__all__ = ["ConfigError", "JobConfig", "config_from_json", "config_to_json", "load_config"]
+__all__ = [
+    "OMITTED_AT_DEFAULT",
+    "ConfigError",
+    "JobConfig",
+    "config_from_json",
+    "config_to_json",
+    "load_config",
+]
 
 
 class ConfigError(ValueError):
@@ -74,7 +81,7 @@ _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
 # default, so an output that does not use them is the same as before they existed.
-_OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT}
+OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT}
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
@@ -288,7 +295,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         entry["shape"] = None if opts.shape is None else list(opts.shape)
         columns[name] = entry
     scalars = {key: getattr(config, key) for key in _SCALARS}
-    for key, default in _OMITTED_AT_DEFAULT.items():
+    for key, default in OMITTED_AT_DEFAULT.items():
         if scalars[key] == default:
             del scalars[key]
     return {
