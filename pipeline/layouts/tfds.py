@@ -82,7 +82,7 @@ def _shape(feature: StoredFeature) -> list[int]:
 def _tensor(feature: StoredFeature) -> dict[str, Any]:
     spec = feature.spec
     encoding = "bytes" if spec.encoding == "float64_bytes" else "none"
-    description = f"{spec.source_type}" + (
+    description = f"Arrow type {spec.source_type}" + (
         "; nullable: first dimension 0 where null, 1 where present"
         if feature.nullable and not feature.ragged
         else ""
