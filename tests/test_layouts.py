@@ -24,9 +24,11 @@ from conftest import run_cli_captured
 from test_reader import make_table
 
 from pipeline.config import ConfigError, config_to_json, load_config
+from pipeline.layouts import check_layout_features
 from pipeline.output_dir import clear_leftovers, clear_previous_output
 from pipeline.reader import PRESENT_SUFFIX, load_dataset
 from pipeline.verify.inspect import inspect_path
+from transforms.encode.schema import FeatureSpec, SchemaError
 
 ROWS = 600
 SPLITS = {"train": 3, "eval": 1}
@@ -319,3 +321,10 @@ def test_tfds_refuses_a_keep_float64_that_drops_nulls(source: Path, tmp_path: Pa
     assert result.code == 2
     assert "column 'exact': layout tfds: a keep_float64 column needs null_policy" in result.err
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_tfds_refuses_a_slash_in_a_feature_name() -> None:
+    spec = FeatureSpec("a/b", ("a/b",), "int64", "int64", (), "values", "int64")
+    check_layout_features("tfx", [spec])  # only TFDS reads "/" as nesting
+    with pytest.raises(SchemaError, match="column 'a/b': layout tfds: TFDS reads '/'"):
+        check_layout_features("tfds", [spec])
