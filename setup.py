@@ -47,6 +47,8 @@ setup(
             "dask==2026.8.0",
             "distributed==2026.8.0",
             "gcp-storage-emulator==2026.7.19",
+            # reads the tfds layout back through tfds.builder_from_directory (tests/test_layouts.py)
+            "tensorflow-datasets==4.9.10",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},

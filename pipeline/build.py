@@ -15,6 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline import __version__
 from pipeline.config import config_to_json
+from pipeline.layouts import layout_section, write_layout_files
 from pipeline.lease import check_lease, release_lease
 from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
 from pipeline.output_dir import remove_empty_dir
@@ -29,6 +30,7 @@ from transforms.read.files import InputError
 from transforms.split.beam import AssignSplits, KeepSplit
 from transforms.write.beam import WriteShards
 from transforms.write.files import ShardFile
+from transforms.write.layout import shard_prefix, shard_suffix
 
 __all__ = ["build_pipeline"]
 
@@ -95,9 +97,11 @@ def _finish(
         # The effective config (inputs as matched, format as detected): enough to derive the
         # records again from the source (tfrecord-etl verify).
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
+        layout=layout_section(config.layout),
     )
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit
+    write_layout_files(config.output, manifest)  # TFDS or TFX metadata, if the layout has any
     path = write_manifest(config.output, manifest)
     if run_id is not None:
         try:
@@ -162,7 +166,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
             records
             | f"WriteShards[{name}]"
             >> WriteShards(
-                FileSystems.join(config.output, name),
+                shard_prefix(config.output, name, config.layout),
                 split=name,
                 compression=config.compression,
                 num_shards=config.num_shards or (plan.shards.num_shards[name] if shuffled else 0),
@@ -173,6 +177,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
                 shuffle_seed=config.shuffle_seed if shuffled else None,
                 target_bytes=plan.shards.target_bytes,
                 estimated_bytes=plan.shards.estimated_bytes,
+                suffix=shard_suffix(config.compression, config.layout),
             )  # ShardFile: a final shard
         )
     shards = tuple(shards) | "Shards" >> beam.Flatten()  # ShardFile

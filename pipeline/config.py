@@ -20,9 +20,17 @@ from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read.csv_reader import CsvOptions
 from transforms.write.compression import check_level
+from transforms.write.layout import DEFAULT_LAYOUT, layout_compressions
 from transforms.write.sizing import DEFAULT_SHARD_MB
 
-__all__ = ["ConfigError", "JobConfig", "config_from_json", "config_to_json", "load_config"]
+__all__ = [
+    "OMITTED_AT_DEFAULT",
+    "ConfigError",
+    "JobConfig",
+    "config_from_json",
+    "config_to_json",
+    "load_config",
+]
 
 
 class ConfigError(ValueError):
@@ -55,6 +63,7 @@ class JobConfig:
     shuffle: tuple[str, ...] = ()  # the splits written in a seeded global shuffle
     shuffle_seed: int = 0
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
+    layout: str = DEFAULT_LAYOUT  # flat | tfds | tfx (transforms/write/layout.py)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -70,6 +79,9 @@ _CHOICES = {key: o.choices for key, o in _OPTIONS.items() if o.choices is not No
 _STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms")
 _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
+# Options added after outputs were recorded: left out of the manifest's config section at their
+# default, so an output that does not use them is the same as before they existed.
+OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT}
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
@@ -245,7 +257,31 @@ def _job_config(values: dict[str, Any]) -> JobConfig:
         check_level(values.get("gzip_backend", "isal"), values.get("compression_level"))
     except ValueError as err:
         raise ConfigError(f"compression_level: {err}") from err
+    _check_layout(values)
     return JobConfig(**values)
+
+
+def _check_layout(values: dict[str, Any]) -> None:
+    """A layout other than flat needs the blocks sink (it counts each shard's records) and a
+    compression its readers open; with `layout: tfds` the compression defaults to none."""
+    layout = values.get("layout", DEFAULT_LAYOUT)
+    allowed = layout_compressions(layout)
+    if allowed is None:
+        return
+    if layout == "tfds":
+        values.setdefault("compression", "none")
+    compression = values.get("compression", JobConfig.compression)
+    if compression not in allowed:
+        reader = "TFDS reads shards uncompressed" if layout == "tfds" else "TFX names gzip shards"
+        raise ConfigError(
+            f"layout {layout}: compression {compression!r} does not fit ({reader}); "
+            f"use compression {allowed[0]}"
+        )
+    if values.get("sink") == "tfrecordio":
+        raise ConfigError(
+            f"layout {layout}: the tfrecordio sink does not count each shard's records; "
+            "use sink: blocks"
+        )
 
 
 def config_to_json(config: JobConfig) -> dict[str, Any]:
@@ -263,6 +299,9 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
             del entry["type"]
         columns[name] = entry
     scalars = {key: getattr(config, key) for key in _SCALARS}
+    for key, default in OMITTED_AT_DEFAULT.items():
+        if scalars[key] == default:
+            del scalars[key]
     return {
         "input": list(config.inputs),
         **scalars,

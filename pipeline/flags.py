@@ -15,6 +15,7 @@ from typing import Any
 from transforms.read.inputs import FORMATS
 from transforms.write.beam import SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
+from transforms.write.layout import LAYOUTS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
 
@@ -98,6 +99,13 @@ OPTIONS: tuple[Option, ...] = (
         (str,),
         "a previous manifest (or output dir): fail before writing if a column disappeared "
         "or changed type",
+    ),
+    Option(
+        "layout",
+        (str,),
+        "default flat; tfds: uncompressed, with TFDS's dataset_info.json and features.json; "
+        "tfx: Split-<split>/data_tfrecord-*.gz and examples_artifact.json (docs/downstream.md)",
+        choices=LAYOUTS,
     ),
 )
 

@@ -158,6 +158,12 @@ def _check_confined(path: str, data: Mapping[str, Any]) -> None:
         raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
     for i, file in enumerate(files):
         check_inside(file, path, f"transform.files[{i}]")
+    layout = data.get("layout")
+    files = layout.get("files", []) if isinstance(layout, dict) else []
+    if not isinstance(files, list):
+        raise ValueError(f"{path}: key 'layout.files' must be a list of paths")
+    for i, file in enumerate(files):
+        check_inside(file, path, f"layout.files[{i}]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +185,8 @@ class Manifest:
     bad_rows: BadRowFiles | None = None
     config: Mapping[str, Any] | None = None  # the run's effective config (config_to_json)
     manifest_version: int = MANIFEST_VERSION
+    # A layout other than flat: {"name": "tfds" | "tfx", "files": [its metadata files]}
+    layout: Mapping[str, Any] | None = None
 
     @property
     def tf_compression_type(self) -> str:
@@ -227,6 +235,8 @@ class Manifest:
             out["bad_rows"] = {"count": self.bad_rows.count, "files": list(self.bad_rows.files)}
         if self.config is not None:
             out["config"] = self.config
+        if self.layout is not None:
+            out["layout"] = self.layout
         return out
 
     @classmethod
@@ -278,6 +288,7 @@ class Manifest:
                 if bad is None
                 else BadRowFiles(int(bad.get("count", 0)), tuple(bad.get("files", []))),
                 config=data.get("config"),
+                layout=data.get("layout"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -300,6 +311,7 @@ class Manifest:
         sharding: Sharding | None = None,
         bad_rows: BadRowFiles | None = None,
         config: Mapping[str, Any] | None = None,
+        layout: Mapping[str, Any] | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
@@ -334,6 +346,7 @@ class Manifest:
             sharding=sharding,
             bad_rows=bad_rows,
             config=config,
+            layout=layout,
         )
 
 

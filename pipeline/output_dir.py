@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import glob
 import os
+import posixpath
 import shutil
 from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.layouts import LAYOUT_FILES
 from pipeline.manifest import manifest_path, read_manifest
 from transforms.deadletter import ERRORS_DIR
+from transforms.write.layout import shard_patterns
 
 __all__ = ["OutputExistsError", "clear_leftovers", "clear_previous_output", "remove_empty_dir"]
 
@@ -36,16 +39,21 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
     FileSystems.delete([path])  # first: an interrupted delete never leaves a manifest behind
     files = [FileSystems.join(output, f) for f in old.files()]
     files += [FileSystems.join(output, f) for f in (old.transform or {}).get("files", [])]
+    files += [FileSystems.join(output, f) for f in (old.layout or {}).get("files", [])]
     existing = [f for f in files if FileSystems.exists(f)]
     if existing:
         FileSystems.delete(existing)
+    for directory in sorted({posixpath.dirname(f) for f in old.files()} - {""}):
+        remove_empty_dir(FileSystems.join(output, directory))  # a layout's split directories
 
 
 def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
     """Remove what an earlier run that did not finish may have left: shards of the configured
     splits (of any shard count), the sinks' temp directories, bad-row files. Runs once no
-    manifest is there (a complete output is refused or cleared first)."""
-    patterns = [FileSystems.join(output, f"{name}-?????-of-?????*") for name, _ in splits]
+    manifest is there (a complete output is refused or cleared first). Shards of any layout
+    (transforms/write/layout.py) and the layouts' metadata files count."""
+    patterns = [p for name, _ in splits for p in shard_patterns(output, name)]
+    patterns += [FileSystems.join(output, f) for files in LAYOUT_FILES.values() for f in files]
     patterns += [
         FileSystems.join(output, "beam-temp-*", "*"),
         FileSystems.join(output, ERRORS_DIR, "*"),

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from pipeline.config import JobConfig
 from pipeline.drift import check_drift, load_expected
+from pipeline.layouts import check_layout_features
 from transforms.batch import TableBatch
 from transforms.convert import Conversion
 from transforms.encode.columns import infer_shape, leaf_array
@@ -267,6 +268,7 @@ def plan_job(config: JobConfig) -> JobPlan:
     features = schema if preprocess is None else preprocess.output_schema
     shapes = _inferred_shapes(features, config.columns, sample, schema, work[0].path)
     specs = plan_features(features, config.columns, shapes)
+    check_layout_features(config.layout, specs)
     _check_split_key(config, schema)
     source_specs = _source_specs(schema, config, sample, work[0].path)
     split_before = len(config.splits) > 1 and (

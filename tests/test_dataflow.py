@@ -201,6 +201,7 @@ def test_flex_template_parameters_are_cli_flags():
         "compression": "gzip",
         "gzip_backend": "isal",
         "sink": "blocks",
+        "layout": "tfx",
     }
     for param in params:
         assert param["label"] and param["helpText"], param["name"]

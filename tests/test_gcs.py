@@ -39,6 +39,7 @@ from pipeline.lease import (
     check_lease,
     release_lease,
 )
+from pipeline.output_dir import clear_previous_output
 from transforms.write.tfrecord import read_records
 
 BUCKET = "bucket"
@@ -183,6 +184,22 @@ def test_verify_and_inspect_on_gs(gcs, sample_out):
     assert inspect.code == 0, inspect.err
     shown = json.loads(inspect.out)
     assert shown["manifest"]["rows"] == 2000 and len(shown["records"]) == 3
+
+
+def test_tfx_layout_on_gs(gcs, sample_out, local_sample):
+    """Split directories are object name prefixes: the shards land under them, the artifact
+    file beside them, and clearing for --overwrite leaves no object."""
+    output = f"gs://{BUCKET}/tfx"
+    source = f"gs://{BUCKET}/in/sample.parquet"
+    convert("--input", source, "--output", output, "--layout", "tfx", "--num-shards", "2")
+    files = manifest_of(output)["splits"]["train"]["files"]
+    assert files == [f"Split-train/data_tfrecord-0000{i}-of-00002.gz" for i in range(2)]
+    assert objects(gcs, output) == listed(output) | {"examples_artifact.json"}
+    assert records(output) == records(local_sample)
+    with FileSystems.open(f"{output}/examples_artifact.json") as f:
+        assert json.loads(f.read())["properties"] == {"split_names": '["train"]'}
+    clear_previous_output(output, overwrite=True)
+    assert objects(gcs, output) == set()
 
 
 # ----------------------------------------------------------------------------- subprocesses

@@ -10,7 +10,13 @@ import pytest
 from conftest import SAMPLE_CSV, read_manifest, run_cli
 
 from pipeline import cli
-from pipeline.config import ConfigError, config_from_json, config_to_json, load_config
+from pipeline.config import (
+    OMITTED_AT_DEFAULT,
+    ConfigError,
+    config_from_json,
+    config_to_json,
+    load_config,
+)
 from pipeline.flags import OPTIONS, scalar_options
 from pipeline.manifest import Manifest
 from pipeline.manifest import read_manifest as read_typed
@@ -131,9 +137,13 @@ def test_every_scalar_config_key_is_declared_once_with_its_flag():
             assert "--" + option.key.replace("_", "-") in convert._option_string_actions
     scalars = scalar_options()
     assert set(scalars) == {o.key for o in OPTIONS if o.form in ("scalar", "bool")}
-    # the config's JSON form (the manifest's config section) has a key per scalar option
+    # the config's JSON form (the manifest's config section) has a key per scalar option, but
+    # for an option added later, which is left out at its default (the output is unchanged)
     config = load_config(None, {"input": ["x.csv"], "output": "o"})
-    assert set(scalars) <= set(config_to_json(config))
+    assert set(scalars) - set(OMITTED_AT_DEFAULT) <= set(config_to_json(config))
+    assert not set(OMITTED_AT_DEFAULT) & set(config_to_json(config))
+    tfx = load_config(None, {"input": ["x.csv"], "output": "o", "layout": "tfx"})
+    assert set(scalars) <= set(config_to_json(tfx))  # layout is the one such option
 
 
 def test_a_flag_and_its_config_key_agree(tmp_path):

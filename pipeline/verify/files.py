@@ -31,7 +31,7 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
         counts, indices = set(), set()
         for name in entry.files:
             path = FileSystems.join(output, name)
-            listed.add(posixpath.basename(name))
+            listed.update((name, posixpath.basename(name)))
             if FileSystems.exists(path):
                 existing.add(path)
             else:
@@ -57,9 +57,15 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
                     split=split,
                 )
             )
-    pattern = FileSystems.join(output, "*-?????-of-?????*")
-    for meta in FileSystems.match([pattern])[0].metadata_list:
-        if posixpath.basename(meta.path) not in listed:
+    patterns = [  # the flat and tfds layouts' shards, and the tfx layout's (by depth)
+        (FileSystems.join(output, "*-?????-of-?????*"), 1),
+        (FileSystems.join(output, "Split-*", "*-?????-of-?????*"), 2),
+    ]
+    found = FileSystems.match([p for p, _ in patterns])
+    for result, (_, depth) in zip(found, patterns, strict=True):
+        for meta in result.metadata_list:
+            if "/".join(meta.path.replace("\\", "/").split("/")[-depth:]) in listed:
+                continue
             findings.add(
                 Finding(
                     "stale",

@@ -71,7 +71,8 @@ class WriteShards(beam.PTransform):
     the caller removes; by default one beside `prefix` that this transform removes; the grouped
     write spills its records there); `estimated_bytes`: the planned size of the output (all
     splits, as stored), from which a shuffle cuts each shard's key range into buckets of a
-    bounded size (0: shards up to about 1 GiB of framed records stay bounded).
+    bounded size (0: shards up to about 1 GiB of framed records stay bounded); `suffix`: what
+    shard names end with (default: by compression, transforms/write/layout.py).
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class WriteShards(beam.PTransform):
         shuffle_seed: int | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         estimated_bytes: int = 0,
+        suffix: str | None = None,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -110,6 +112,7 @@ class WriteShards(beam.PTransform):
         self._seed = shuffle_seed
         self._target = target_bytes
         self._estimated = estimated_bytes
+        self._suffix = file_suffix(compression) if suffix is None else suffix
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         if self._sink == "tfrecordio":
@@ -119,7 +122,7 @@ class WriteShards(beam.PTransform):
                 | "WriteToTFRecord"
                 >> WriteToTFRecord(
                     self._prefix,
-                    file_name_suffix=file_suffix(self._compression),
+                    file_name_suffix=self._suffix,
                     num_shards=self._num_shards,
                     shard_name_template=SHARD_TEMPLATE,
                     compression_type=_BEAM_COMPRESSION[self._compression],
@@ -161,5 +164,6 @@ class WriteShards(beam.PTransform):
                 self._num_shards,
                 self._temp_dir,
                 self._own_temp_dir,
+                self._suffix,
             )  # ShardFile
         )

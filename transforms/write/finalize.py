@@ -20,6 +20,12 @@ def _empty_file(split: str, path: str, compression: str) -> ShardFile:
     return ShardFile(split, path, 0, part.bytes)
 
 
+def _make_dir(path: str) -> None:
+    """Make a local directory the renames need (object stores have no directories)."""
+    if "://" not in path and not FileSystems.exists(path):
+        FileSystems.mkdirs(path)
+
+
 def finalize_shards(
     _: None,
     parts: Sequence[ShardPart],
@@ -29,6 +35,7 @@ def finalize_shards(
     num_shards: int,
     temp_dir: str,
     remove_temp_dir: bool = False,
+    suffix: str | None = None,
 ) -> list[ShardFile]:
     """Rename the split's temp files into `prefix-SSSSS-of-NNNNN<suffix>` in their order and
     remove the temp directory; returns the final shards.
@@ -37,9 +44,12 @@ def finalize_shards(
     written empty; otherwise every file gets the next index. A split with no row gets one empty
     shard, so every split the manifest lists can be read. Idempotent: a part already renamed
     (a retried finalize) is taken as it is. `remove_temp_dir`: the directory is this split's
-    alone (else other splits may still write there; the job removes it at the end).
+    alone (else other splits may still write there; the job removes it at the end). `suffix`:
+    what shard names end with (default: by compression); the directory of `prefix` is made when
+    it is not there (a layout's split directory).
     """
-    suffix = file_suffix(compression)
+    suffix = file_suffix(compression) if suffix is None else suffix
+    _make_dir(FileSystems.split(prefix)[0])
     ordered = sorted((p for p in parts if p.split == split), key=lambda p: p.order)
     count = num_shards if num_shards > 0 else max(1, len(ordered))
     index = {p.order: (p.order[0] if num_shards > 0 else i) for i, p in enumerate(ordered)}
