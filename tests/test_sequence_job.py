@@ -143,36 +143,44 @@ def grouped_out(events, tmp_path_factory):
     return out
 
 
+def as_lists(batch: dict) -> dict:
+    """Every tensor of a batch as Python lists (one conversion each)."""
+    return {
+        k: v.to_list() if isinstance(v, tf.RaggedTensor) else v.numpy().tolist()
+        for k, v in batch.items()
+    }
+
+
 def test_grouped_rows_from_three_files_read_back_equal(grouped_out):
     groups = grouped_source(SOURCE, "user", "ts")
     batches = {split: one_batch(grouped_out, split=split) for split in ("train", "eval")}
-    split_of = {u: s for s, batch in batches.items() for u in by_key(batch, "user")}
-    assert sorted(split_of) == sorted(groups)  # every sequence once, whole, in one split
-    assert 20 < list(split_of.values()).count("eval") < 80
+    for batch in batches.values():
+        assert batch["click"].dtype == tf.int8 and batch["price"].dtype == tf.float64
+        assert batch["grid"].shape.as_list()[1:] == [None, 2]
+    records = {}  # user -> its record, as Python lists
+    for batch in batches.values():
+        values = as_lists(batch)
+        for user, i in by_key(batch, "user").items():
+            assert user not in records  # every sequence once, whole, in one split
+            records[user] = {k: v[i] for k, v in values.items()}
+    assert sorted(records) == sorted(groups)
+    assert 20 < len(by_key(batches["eval"], "user")) < 80
     for user, rows in groups.items():
-        batch = batches[split_of[user]]
-        i = by_key(batch, "user")[user]
-        assert int(batch[LENGTH_KEY][i]) == len(rows)
-        assert batch["ts"][i].numpy().tolist() == [r["ts"] for r in rows]
-        clicks = batch["click"][i].numpy().tolist()
-        present = batch["click__present"][i].numpy().tolist()
-        assert present == [r["click"] is not None for r in rows]
-        assert clicks == [r["click"] or 0 for r in rows]
-        prices = batch["price"][i].numpy().tolist()
-        assert prices == [f32(r["price"]) or 0.0 for r in rows]
-        assert batch["price__present"][i].numpy().tolist() == [r["price"] is not None for r in rows]
-        assert batch["tags"][i].to_list() == [r["tags"] or [] for r in rows]
-        grid = batch["grid"][i].numpy().tolist()
-        assert grid == [r["grid"] or [0.0, 0.0] for r in rows]
+        got = records[user]
+        assert got[LENGTH_KEY] == len(rows)
+        assert got["ts"] == [r["ts"] for r in rows]
+        assert got["click"] == [r["click"] or 0 for r in rows]
+        assert got["click__present"] == [r["click"] is not None for r in rows]
+        assert got["price"] == [f32(r["price"]) or 0.0 for r in rows]
+        assert got["price__present"] == [r["price"] is not None for r in rows]
+        assert got["tags"] == [r["tags"] or [] for r in rows]
+        assert got["grid"] == [r["grid"] or [0.0, 0.0] for r in rows]
+        assert got["grid__present"] == [r["grid"] is not None for r in rows]
         country = rows[0]["country"]
-        has_country = bool(batch["country__present"][i])
-        assert has_country == (country is not None)
-        assert batch["country"][i].numpy() == (country or "").encode()
+        assert got["country__present"] == (country is not None)
+        assert got["country"] == (country or "").encode()
     # u2's steps at ts 0 (file 1), 1 (file 0, row 1), 1 (file 0, row 4): the tie in file order
-    batch = batches[split_of["u2"]]
-    assert batch["click"][by_key(batch, "user")["u2"]].numpy().tolist() == [0, 0, 1]
-    assert batch["click"].dtype == tf.int8 and batch["price"].dtype == tf.float64
-    assert batch["grid"].shape.as_list() == [3, None, 2]
+    assert records["u2"]["click"] == [0, 0, 1]
 
 
 def test_manifest_and_feature_spec_of_a_sequence_output(grouped_out):
