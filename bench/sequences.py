@@ -15,6 +15,7 @@ Prints rows per CPU-second and the ratios; the records of both ways are checked 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -24,13 +25,13 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measure import load_avg, timed  # noqa: E402
+from measure import load_avg, timed
 
-from transforms.encode.columns import to_kernel_column  # noqa: E402
-from transforms.encode.kernel.sequence import encode_sequences  # noqa: E402
-from transforms.sequence.encode import GroupRows, encode_groups  # noqa: E402
-from transforms.sequence.groups import group_bounds, group_order  # noqa: E402
-from transforms.sequence.layout import SequenceOptions, plan_sequence  # noqa: E402
+from transforms.encode.columns import to_kernel_column
+from transforms.encode.kernel.sequence import encode_sequences
+from transforms.sequence.encode import GroupRows, encode_groups
+from transforms.sequence.groups import group_bounds, group_order
+from transforms.sequence.layout import SequenceOptions, plan_sequence
 
 
 def make_table(rows: int, steps: int, seed: int = 0) -> pa.Table:
@@ -63,7 +64,7 @@ def group_rows(table: pa.Table) -> GroupRows:
     return GroupRows(table, np.arange(n, dtype=np.int64), np.zeros(n, np.int64), ("bench",))
 
 
-def protobuf_records(table: pa.Table, layout) -> list[bytes]:  # noqa: ANN001
+def protobuf_records(table: pa.Table, layout) -> list[bytes]:
     """SequenceExamples built value by value with protobuf (TensorFlow's)."""
     import tensorflow as tf
 
@@ -118,7 +119,7 @@ def main() -> None:
     )
     small = make_table(args.proto_rows, args.steps)
     encoded, _, bad = encode_groups(group_rows(small), layout, framed=False)
-    ours = [bytes(encoded.buffer[a:b]) for a, b in zip(encoded.offsets[:-1], encoded.offsets[1:])]
+    ours = [bytes(encoded.buffer[a:b]) for a, b in itertools.pairwise(encoded.offsets)]
     assert not bad and ours == protobuf_records(small, layout), "the two ways differ"
 
     ordered = table.take(pa.array(group_order(table, ("user",), "ts")))

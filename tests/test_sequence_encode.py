@@ -3,6 +3,7 @@ and order, the context check, nulls as empty Features, the list<struct> column, 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -13,8 +14,10 @@ from conftest import reference_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.config import ConfigError, config_from_json, config_to_json, load_config
 from transforms.encode.kernel.example import KernelColumn
 from transforms.encode.kernel.sequence import encode_sequences
+from transforms.encode.schema import SchemaError
 from transforms.sequence.encode import GroupRows, encode_groups, encode_list_column
 from transforms.sequence.layout import SequenceOptions, parse_sequence, plan_sequence
 from transforms.write.tfrecord import FOOTER_BYTES, HEADER_BYTES
@@ -255,6 +258,36 @@ def test_config_section_is_checked():
     ]:
         with pytest.raises(ValueError, match=message):
             parse_sequence(raw, "c.yaml")
+
+
+def test_config_file_section_round_trips_through_the_manifest_form(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "input: x.parquet\noutput: out\n"
+        "sequence: {group_by: [a, b], order_by: t, context: [c], features: [d]}\n",
+        encoding="utf-8",
+    )
+    config = load_config(str(path), {})
+    assert config.sequence == SequenceOptions(("a", "b"), "t", ("c",), ("d",))
+    assert config_from_json(config_to_json(config), "manifest") == config
+    path.write_text(
+        "input: x.parquet\noutput: out\nsplit_key: c\nsequence: {group_by: a}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"split_key: 'c' is not a sequence\.group_by column"):
+        load_config(str(path), {})
+
+
+def test_plan_names_the_key_and_column():
+    for options, message in [
+        (SequenceOptions(group_by=("nope",)), r"sequence.group_by: \['nope'\] not among"),
+        (SequenceOptions(group_by=("price",)), "sequence.group_by: column 'price' is float"),
+        (SequenceOptions(group_by=("user",), order_by="tags"), "order_by: column 'tags'"),
+        (SequenceOptions(column="page"), "sequence.column: column 'page' is string, not a list"),
+        (SequenceOptions(group_by=("user",), features=("zz",)), r"features: \['zz'\]"),
+    ]:
+        with pytest.raises(SchemaError, match=message):
+            plan(EVENTS, **dataclasses.asdict(options))
 
 
 scalars = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))

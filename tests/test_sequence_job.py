@@ -224,6 +224,8 @@ def test_context_that_differs_goes_to_errors(events, tmp_path):
     batch = one_batch(out)
     assert batch["user"].numpy().tolist() == [b"u3"]
     assert read_manifest(out)["bad_rows"]["count"] == 6
+    summary = json.loads(result.out.strip().splitlines()[-1])
+    assert (summary["rows_in"], summary["rows_out"], summary["bad"]) == (8, 1, 6)
 
 
 def test_list_of_struct_column_read_back(tmp_path):
