@@ -16,6 +16,7 @@ from conftest import read_manifest, run_cli_captured
 
 from pipeline.reader import feature_spec, load_dataset
 from pipeline.sequence_reader import LENGTH_KEY
+from pipeline.verify.inspect import inspect_path
 
 
 def write_config(path, extra: str = "", **sequence) -> str:
@@ -253,6 +254,16 @@ def test_list_of_struct_column_read_back(tmp_path):
     assert batch["events.ms"].dtype == tf.int32
     section = read_manifest(out)["sequence"]
     assert section["column"] == "events" and section["null_lists"] == 1 and section["steps"] == 4
+    report = inspect_path(str(out), limit=4)
+    assert report["manifest"]["sequence"]["column"] == "events"
+    assert set(report["manifest"]["feature_lists"]) == {"events.kind", "events.ms"}
+    first, _, null_list, last = report["records"]
+    assert first == {
+        "context": {"session": ["s1"]},
+        "feature_lists": {"events.kind": [["view"], None], "events.ms": [[10], [0]]},
+    }
+    assert null_list["feature_lists"] == {}  # a null list: no feature list at all
+    assert last["feature_lists"]["events.ms"] == [None, None]
 
 
 # ----------------------------------------------------------------------------- peer data
