@@ -4,6 +4,7 @@ and order, the context check, nulls as empty Features, the list<struct> column, 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 
 import numpy as np
@@ -19,6 +20,7 @@ from transforms.encode.kernel.example import KernelColumn
 from transforms.encode.kernel.sequence import encode_sequences
 from transforms.encode.schema import SchemaError
 from transforms.sequence.encode import GroupRows, encode_groups, encode_list_column
+from transforms.sequence.groups import key_hashes
 from transforms.sequence.layout import SequenceOptions, parse_sequence, plan_sequence
 from transforms.write.tfrecord import FOOTER_BYTES, HEADER_BYTES
 
@@ -327,3 +329,26 @@ def test_random_groups_equal_protobuf(keys, data):
     expected = reference(table, python_groups(table, "key", "order"), layout)
     assert records(encoded) == [e.SerializeToString(deterministic=True) for e in expected]
     assert stats.steps == n
+
+
+def test_keys_of_every_key_type_group_rows():
+    day = datetime.date(2026, 12, 1)
+    table = pa.table(
+        {
+            "date": pa.array([day, None, day, None]),
+            "stamp": pa.array([5, 6, 5, 6], pa.timestamp("ms")),
+            "flag": [True, False, True, False],
+            "word": pa.array(["a", "b", "a", "b"]).dictionary_encode(),
+            "v": pa.array([1, 2, 3, 4], pa.int16()),
+        }
+    )
+    for key in ("date", "stamp", "flag", "word"):
+        layout = plan(table, group_by=(key,))
+        encoded, stats, bad = encode_groups(group_rows(table), layout, framed=False)
+        got = [tf.train.SequenceExample.FromString(r) for r in records(encoded)]
+        steps = [[f.int64_list.value[0] for f in e.feature_lists.feature_list["v"].feature]
+                 for e in got]  # fmt: skip
+        assert sorted(steps) == [[1, 3], [2, 4]], key
+        assert not bad and stats.rows == 2
+        hashes = key_hashes(table, [key], "salt")
+        assert hashes[0] == hashes[2] and hashes[1] == hashes[3] and hashes[0] != hashes[1]

@@ -32,8 +32,8 @@ def _value_hashes(arr: pa.Array, salt: str) -> np.ndarray:
     """The project's hash of each value's bytes (an integer's or a date's decimal text; a
     null is no bytes, as in the split key)."""
     if not (pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)):
-        if pa.types.is_temporal(arr.type):
-            arr = pc.cast(arr, pa.int64())
+        if pa.types.is_temporal(arr.type):  # its integer storage (days, ticks)
+            arr = arr.view(pa.int32() if arr.type.bit_width == 32 else pa.int64())
         arr = pc.cast(arr, pa.string())
     arr = pc.fill_null(pc.cast(arr, pa.large_binary()), b"")
     _, offsets_buf, data_buf = arr.buffers()
