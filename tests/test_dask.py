@@ -367,35 +367,3 @@ def test_the_short_names_select_the_projects_runner(args):
     from pipeline.launch import _beam_options
 
     assert _beam_options(args).view_as(StandardOptions).runner == RUNNER
-
-
-# ----------------------------------------------------------------------------- sequences
-
-
-def _split_records(out: Path) -> dict[str, collections.Counter]:
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    import tensorflow as tf
-
-    out_records = {}
-    for name, split in manifest["splits"].items():
-        files = [str(out / f) for f in split["files"]]
-        data = tf.data.TFRecordDataset(files, compression_type=manifest["tf_compression_type"])
-        out_records[name] = collections.Counter(data.as_numpy_iterator())
-    return out_records
-
-
-@SLOW
-def test_grouped_sequences_on_dask_equal_the_local_runner(cluster, tmp_path):
-    """The spill by bucket, its GroupByKey of references and the per-bucket encoder (tagged
-    outputs per split) on a cluster: the same SequenceExamples in the same splits."""
-    config = TESTS.parent / "configs" / "taxi_sequence.yaml"
-    source = TESTS.parent / "sample" / "trips.parquet"
-    outputs = {}
-    for where, extra in (("local", []), ("dask", dask_args(cluster))):
-        out = tmp_path / where
-        args = ["convert", "--config", config, "--input", source, "--output", out, *extra]
-        result = run_cli_captured(args)
-        assert result.code == 0, result.err
-        outputs[where] = _split_records(out)
-    assert outputs["dask"] == outputs["local"]
-    assert sum(sum(c.values()) for c in outputs["local"].values()) == 6  # companies
