@@ -257,7 +257,9 @@ def load_dataset(
     With `shuffle_buffer` > 0 the shard order is shuffled and the records go through a
     shuffle buffer of that size (`seed` makes both repeatable).
     `repeat` is False (one pass), True (forever) or a number of passes; each pass is shuffled
-    anew. Records are batched first and each batch is parsed as a whole.
+    anew. Records are batched first and each batch is parsed as a whole; SequenceExamples
+    (a manifest with a `sequence` section) with `tf.io.parse_sequence_example`, their steps as
+    RaggedTensors [batch, time, ...] (pipeline/sequence_reader.py).
 
     Raises FileNotFoundError when `output_dir` has no manifest (not a complete output) and
     ValueError for a split the manifest does not list or a bad argument.
