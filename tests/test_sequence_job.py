@@ -112,7 +112,7 @@ PART2 = pa.table(
         "country": [None if i % 5 == 0 else "x" for i in range(MANY) for _ in range(3)],
         "ts": [t for _ in range(MANY) for t in (2, 0, 1)],
         "click": [None if j == 1 else (i + j) % 3 for i in range(MANY) for j in range(3)],
-        "price": [float(i) if j else None for i in range(MANY) for j in range(3)],
+        "price": [i + 0.1 if j else None for i in range(MANY) for j in range(3)],
         "tags": [[i] * j for i in range(MANY) for j in range(3)],
         "grid": [[float(i), float(j)] for i in range(MANY) for j in range(3)],
     },
@@ -134,7 +134,8 @@ def grouped_out(events, tmp_path_factory):
     work = tmp_path_factory.mktemp("grouped")
     config = write_config(
         work / "seq.yaml",
-        "columns: {grid: {shape: [2]}}\nsplits: {train: 3, eval: 1}\nnum_shards: 2",
+        "columns: {grid: {shape: [2]}, price: {keep_float64: true}}\n"
+        "splits: {train: 3, eval: 1}\nnum_shards: 2",
         group_by="user",
         order_by="ts",
         context=["country"],
@@ -172,7 +173,7 @@ def test_grouped_rows_from_three_files_read_back_equal(grouped_out):
         assert got["ts"] == [r["ts"] for r in rows]
         assert got["click"] == [r["click"] or 0 for r in rows]
         assert got["click__present"] == [r["click"] is not None for r in rows]
-        assert got["price"] == [f32(r["price"]) or 0.0 for r in rows]
+        assert got["price"] == [r["price"] or 0.0 for r in rows]  # keep_float64: exact
         assert got["price__present"] == [r["price"] is not None for r in rows]
         assert got["tags"] == [r["tags"] or [] for r in rows]
         assert got["grid"] == [r["grid"] or [0.0, 0.0] for r in rows]
