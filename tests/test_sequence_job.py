@@ -206,7 +206,8 @@ def test_manifest_and_feature_spec_of_a_sequence_output(grouped_out):
 
 
 def test_context_that_differs_goes_to_errors(events, tmp_path):
-    config = write_config(tmp_path / "seq.yaml", group_by="user", context=["country", "ts"])
+    derive = 'transforms: [{derive: {name: ts2, expr: "ts * 2"}}]'  # rows preprocessed first
+    config = write_config(tmp_path / "seq.yaml", derive, group_by="user", context=["country", "ts"])
     out, result = convert(
         tmp_path, events / "part-[01].parquet", "lenient", config, "--max-bad-rows", "6"
     )
@@ -225,6 +226,7 @@ def test_context_that_differs_goes_to_errors(events, tmp_path):
     assert all("a context column differs within the sequence" in r["reason"] for r in lines)
     batch = one_batch(out)
     assert batch["user"].numpy().tolist() == [b"u3"]
+    assert batch["ts2"].to_list() == [[14, 14]] and batch["ts"].numpy().tolist() == [7]
     assert read_manifest(out)["bad_rows"]["count"] == 6
     summary = json.loads(result.out.strip().splitlines()[-1])
     assert (summary["rows_in"], summary["rows_out"], summary["bad"]) == (8, 1, 6)
