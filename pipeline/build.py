@@ -20,6 +20,7 @@ from pipeline.lease import check_lease, release_lease
 from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
 from pipeline.output_dir import remove_empty_dir
 from pipeline.plan import JobPlan
+from pipeline.sequence_manifest import sequence_section
 from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
 from transforms.encode.records import BatchStats
@@ -27,6 +28,7 @@ from transforms.preprocess.artifacts import manifest_section, transform_dir
 from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.read.beam import ReadTable
 from transforms.read.files import InputError
+from transforms.sequence.beam import EncodeSequences
 from transforms.split.beam import AssignSplits, KeepSplit
 from transforms.write.beam import WriteShards
 from transforms.write.files import ShardFile
@@ -59,9 +61,8 @@ def _finish(
             f"{', '.join(plan.paths)}: no data row in the input{dropped}; nothing to convert"
         )
     errors_dir = FileSystems.join(config.output, ERRORS_DIR)
-    check_bad_rows(
-        bad_count, stats.rows, config.max_bad_rows, config.max_bad_fraction, first, errors_dir
-    )
+    good = stats.steps if plan.sequence is not None and plan.sequence.grouped else stats.rows
+    check_bad_rows(bad_count, good, config.max_bad_rows, config.max_bad_fraction, first, errors_dir)
     if not error_files:
         remove_empty_dir(errors_dir)  # the error sink's temp dir, on filesystems that have dirs
     remove_empty_dir(temp_dir)
@@ -98,6 +99,7 @@ def _finish(
         # records again from the source (tfrecord-etl verify).
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
         layout=layout_section(config.layout),
+        sequence=sequence_section(plan.sequence, stats),
     )
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit
@@ -154,10 +156,14 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
             plan.preprocess, transform_dir(config.output)
         )  # str: path of a statistics or vocabulary file
         transform_files.append(beam.pvalue.AsList(written))
-    encoded = batches | "EncodeExamples" >> EncodeExamples(
-        conversion
-    )  # records (or one output per split): EncodedBatch; stats: BatchStats
     temp_dir = FileSystems.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
+    if plan.sequence is not None and plan.sequence.grouped:  # rows meet by bucket of their key
+        encoded = batches | "EncodeSequences" >> EncodeSequences(
+            conversion, temp_dir, plan.sequence_buckets
+        )
+    else:
+        encoded = batches | "EncodeExamples" >> EncodeExamples(conversion)
+    # records (or one output per split): EncodedBatch; stats: BatchStats
     shards = []
     for name, _ in config.splits:
         records = encoded.records if len(config.splits) == 1 else encoded[split_tag(name)]

@@ -19,6 +19,7 @@ from transforms.encode.schema import NULL_POLICIES, ColumnOptions
 from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read.csv_reader import CsvOptions
+from transforms.sequence.layout import SequenceError, SequenceOptions, parse_sequence
 from transforms.write.compression import check_level
 from transforms.write.layout import DEFAULT_LAYOUT, layout_compressions
 from transforms.write.sizing import DEFAULT_SHARD_MB
@@ -64,6 +65,7 @@ class JobConfig:
     shuffle_seed: int = 0
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
     layout: str = DEFAULT_LAYOUT  # flat | tfds | tfx (transforms/write/layout.py)
+    sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -76,7 +78,7 @@ class JobConfig:
 _OPTIONS = scalar_options()  # key -> Option: the checked scalars (pipeline/flags.py)
 _SCALARS: dict[str, tuple[type, ...]] = {key: o.types for key, o in _OPTIONS.items()}
 _CHOICES = {key: o.choices for key, o in _OPTIONS.items() if o.choices is not None}
-_STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms")
+_STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms", "sequence")
 _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
@@ -187,6 +189,11 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 out["transforms"] = parse_steps(value, source)
             except StepError as err:
                 raise ConfigError(str(err)) from err
+        elif key == "sequence":
+            try:
+                out["sequence"] = parse_sequence(value, source)
+            except SequenceError as err:
+                raise ConfigError(str(err)) from err
         elif key in _SCALARS:
             _check_type(f"{source}: key {key!r}", value, _SCALARS[key])
             if key in _CHOICES and value not in _CHOICES[key]:
@@ -247,6 +254,12 @@ def _job_config(values: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"{key}: {unknown} not among the splits {names}")
     if values.get("shuffle") and values.get("sink") == "tfrecordio":
         raise ConfigError("shuffle: the tfrecordio sink does not shuffle (use sink: blocks)")
+    sequence = values.get("sequence")
+    key = values.get("split_key")
+    if sequence is not None and sequence.grouped and key and key not in sequence.group_by:
+        raise ConfigError(
+            f"split_key: {key!r} is not a sequence.group_by column; a sequence goes to one split"
+        )
     if not values.get("shard_mb", 1) > 0:
         raise ConfigError("shard_mb: must be more than 0")
     if "shard_mb" in values:
@@ -302,6 +315,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
     for key, default in OMITTED_AT_DEFAULT.items():
         if scalars[key] == default:
             del scalars[key]
+    sequence = {} if config.sequence is None else {"sequence": config.sequence.to_json()}
     return {
         "input": list(config.inputs),
         **scalars,
@@ -309,6 +323,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         "columns": columns,
         "transforms": [{step.kind: dict(step.configured)} for step in config.transforms],
         "splits": dict(config.splits),  # JSON keeps the order, which the split hash depends on
+        **sequence,
     }
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "TF_COMPRESSION",
     "BadRowFiles",
     "Manifest",
+    "SequenceSection",
     "ShardEntry",
     "Sharding",
     "SplitEntry",
@@ -116,6 +117,32 @@ class BadRowFiles:
     files: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class SequenceSection:
+    """The records are tf.train.SequenceExamples: the manifest's `features` are their context,
+    these their feature lists (one Feature per step); grouped by `group_by` in `order_by` order,
+    or the elements of the list column `column` (`null_lists`: rows whose list was null)."""
+
+    features: tuple[StoredFeature, ...]
+    steps: int
+    group_by: tuple[str, ...] = ()
+    order_by: str | None = None
+    column: str | None = None
+    null_lists: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        features = [f.to_json() for f in self.features]
+        return {**plain, "group_by": list(self.group_by), "features": features}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SequenceSection:
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        features = tuple(StoredFeature.from_json(f) for f in data["features"])
+        group_by = tuple(values.get("group_by", ()))
+        return cls(**{**values, "group_by": group_by, "features": features})
+
+
 def _check(path: str, data: Mapping[str, Any], strict: bool) -> None:
     """ValueError naming the key when the manifest lacks what a reader needs: splits and
     features; with `strict` (verify), also the row count and the compression."""
@@ -187,6 +214,7 @@ class Manifest:
     manifest_version: int = MANIFEST_VERSION
     # A layout other than flat: {"name": "tfds" | "tfx", "files": [its metadata files]}
     layout: Mapping[str, Any] | None = None
+    sequence: SequenceSection | None = None  # SequenceExamples: `features` is the context
 
     @property
     def tf_compression_type(self) -> str:
@@ -237,6 +265,8 @@ class Manifest:
             out["config"] = self.config
         if self.layout is not None:
             out["layout"] = self.layout
+        if self.sequence is not None:
+            out["sequence"] = self.sequence.to_json()
         return out
 
     @classmethod
@@ -289,6 +319,7 @@ class Manifest:
                 else BadRowFiles(int(bad.get("count", 0)), tuple(bad.get("files", []))),
                 config=data.get("config"),
                 layout=data.get("layout"),
+                sequence=data.get("sequence") and SequenceSection.from_json(data["sequence"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -312,6 +343,7 @@ class Manifest:
         bad_rows: BadRowFiles | None = None,
         config: Mapping[str, Any] | None = None,
         layout: Mapping[str, Any] | None = None,
+        sequence: SequenceSection | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
@@ -347,6 +379,7 @@ class Manifest:
             bad_rows=bad_rows,
             config=config,
             layout=layout,
+            sequence=sequence,
         )
 
 

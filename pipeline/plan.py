@@ -45,6 +45,8 @@ from transforms.read.work import (
     read_work_item,
     with_partitions,
 )
+from transforms.sequence.layout import SequenceLayout, plan_sequence
+from transforms.sequence.spill import sequence_buckets
 from transforms.write.compression import ZLIB_LEVEL, gzip_compressor
 from transforms.write.sizing import ShardPlan, output_bytes_per_input_byte, plan_shards
 
@@ -82,6 +84,8 @@ class JobPlan:
     source_specs: tuple[FeatureSpec, ...] | None = None
     split_before_preprocess: bool = False  # AssignSplits on source batches (else the encoder)
     fit_split: str | None = None  # the split analyzers are fitted on; None: every row
+    sequence: SequenceLayout | None = None  # SequenceExamples: context (`specs`) and steps
+    sequence_buckets: int = 0  # a grouped sequence's buckets (transforms/sequence/spill.py)
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -96,6 +100,7 @@ class JobPlan:
             split_before_preprocess=self.split_before_preprocess,
             preprocess=self.preprocess,
             framed=config.sink == "blocks" if framed is None else framed,
+            sequence=self.sequence,
         )
 
     @property
@@ -214,6 +219,17 @@ def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
         )
 
 
+def _check_sequence_key(sequence: SequenceLayout, schema: pa.Schema, splits: int) -> None:
+    """With splits, a grouped sequence's rows get the split of their key before preprocessing:
+    the key columns must be columns of the input."""
+    missing = [n for n in sequence.options.group_by if n not in schema.names]
+    if splits > 1 and missing:
+        raise SchemaError(
+            f"sequence.group_by: {missing} are not columns of the input; with splits a "
+            "sequence's split is a hash of its key in the source"
+        )
+
+
 def _compressor(config: JobConfig) -> Callable[[memoryview], bytes] | None:
     """What a block of records goes through on its way into a shard (for the size estimate)."""
     if config.compression == "gzip":
@@ -267,14 +283,30 @@ def plan_job(config: JobConfig) -> JobPlan:
         artifacts = check_artifacts(config.transform_artifacts, preprocess)  # before clearing
     features = schema if preprocess is None else preprocess.output_schema
     shapes = _inferred_shapes(features, config.columns, sample, schema, work[0].path)
-    specs = plan_features(features, config.columns, shapes)
+    sequence = None
+    if config.sequence is None:
+        specs = plan_features(features, config.columns, shapes)
+        row_specs = specs  # what one row writes (the size estimate)
+    else:
+        sequence = plan_sequence(config.sequence, features, config.columns, shapes)
+        specs = list(sequence.context)  # the manifest's features: the context
+        row_specs = [*sequence.context, *sequence.steps] if sequence.grouped else specs
+        _check_sequence_key(sequence, schema, len(config.splits))
+        if config.layout == "tfds":
+            raise SchemaError(
+                "layout tfds: TFDS reads Examples of fixed features, not SequenceExamples; "
+                "use layout flat or tfx for a sequence: job"
+            )
     check_layout_features(config.layout, specs)
     _check_split_key(config, schema)
     source_specs = _source_specs(schema, config, sample, work[0].path)
     split_before = len(config.splits) > 1 and (
-        preprocess is not None or source_specs != tuple(specs)
+        preprocess is not None
+        or (sequence is None and source_specs != tuple(specs))
+        or (sequence is not None and sequence.grouped)  # rows take their sequence's split
     )
-    if split_before and config.split_key is None and source_specs is None:
+    keyed = config.split_key is not None or (sequence is not None and sequence.grouped)
+    if split_before and not keyed and source_specs is None:
         raise SchemaError(
             "splits: without split_key a row's split is a hash of its source values, and a "
             "column of the input cannot be serialized without its options; set split_key"
@@ -289,7 +321,7 @@ def plan_job(config: JobConfig) -> JobPlan:
     ratio = output_bytes_per_input_byte(
         work[0],
         sample,
-        specs if preprocess is None else source_specs,
+        row_specs if preprocess is None else source_specs,
         _compressor(config),
         config.csv.header and fmt == "csv",
         file_rows,
@@ -310,4 +342,6 @@ def plan_job(config: JobConfig) -> JobPlan:
         source_specs=source_specs,
         split_before_preprocess=split_before,
         fit_split=fit_split,
+        sequence=sequence,
+        sequence_buckets=sequence_buckets(shards.estimated_bytes) if sequence else 0,
     )

@@ -100,9 +100,16 @@ def parse_spec(features: Sequence[StoredFeature | Mapping[str, Any]]) -> ParseSp
     return {f.name: _raw_feature(f) for f in _as_stored(features)}
 
 
-def feature_spec(output_dir: str) -> ParseSpec:
-    """The `tf.io.parse_example` spec of the output in `output_dir`, from its manifest alone."""
-    return parse_spec(read_features(output_dir))
+def feature_spec(output_dir: str) -> ParseSpec | tuple[ParseSpec, ParseSpec]:
+    """The `tf.io.parse_example` spec of the output in `output_dir`, from its manifest alone;
+    for SequenceExamples both specs of `tf.io.parse_sequence_example`, (context, feature
+    lists) (pipeline/sequence_reader.py)."""
+    manifest = read_manifest(output_dir)
+    if manifest.sequence is not None:
+        from pipeline.sequence_reader import sequence_spec  # it builds on this module
+
+        return sequence_spec(manifest)
+    return parse_spec(manifest.features)
 
 
 def _check_mask_names(features: Sequence[StoredFeature], names: set[str]) -> None:
@@ -250,7 +257,9 @@ def load_dataset(
     With `shuffle_buffer` > 0 the shard order is shuffled and the records go through a
     shuffle buffer of that size (`seed` makes both repeatable).
     `repeat` is False (one pass), True (forever) or a number of passes; each pass is shuffled
-    anew. Records are batched first and each batch is parsed as a whole.
+    anew. Records are batched first and each batch is parsed as a whole; SequenceExamples
+    (a manifest with a `sequence` section) with `tf.io.parse_sequence_example`, their steps as
+    RaggedTensors [batch, time, ...] (pipeline/sequence_reader.py).
 
     Raises FileNotFoundError when `output_dir` has no manifest (not a complete output) and
     ValueError for a split the manifest does not list or a bad argument.
@@ -259,12 +268,17 @@ def load_dataset(
     manifest = read_manifest(output_dir)
     files = _split_files(manifest, output_dir, split)
     features = list(manifest.features)
-    if null_masks:
-        _check_mask_names(features, {f.name for f in features})
-    spec = parse_spec(features)
+    if manifest.sequence is not None:  # SequenceExamples
+        from pipeline.sequence_reader import sequence_parser  # it builds on this module
 
-    def parse_batch(records: tf.Tensor) -> dict[str, Any]:
-        return restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
+        parse_batch = sequence_parser(manifest, null_masks)
+    else:
+        if null_masks:
+            _check_mask_names(features, {f.name for f in features})
+        spec = parse_spec(features)
+
+        def parse_batch(records: tf.Tensor) -> dict[str, Any]:
+            return restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
 
     names = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))
     if shuffle_buffer > 0 and len(files) > 1:

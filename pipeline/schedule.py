@@ -90,7 +90,8 @@ def run_summary(
     """The summary of one run: what a scheduler logs, alerts on and hands to the next task.
 
     Bad rows are counted for the job, not per split: a row is set aside before it reaches a
-    split's shards. `rows_in` = `rows_out` + `bad`. Without a manifest the counts are null.
+    split's shards. `rows_in` = `rows_out` + `bad` (grouped SequenceExamples: the steps + `bad`,
+    `rows_out` counting the sequences). Without a manifest the counts are null.
     """
     counts: dict[str, Any] = {"rows_in": None, "rows_out": None, "bad": None, "splits": {}}
     if manifest:
@@ -98,6 +99,8 @@ def run_summary(
         rows_out = sum(s["rows_out"] for s in splits.values())
         bad = manifest.bad_row_count
         counts = {"rows_in": rows_out + bad, "rows_out": rows_out, "bad": bad, "splits": splits}
+        if manifest.sequence is not None and manifest.sequence.group_by:
+            counts["rows_in"] = manifest.sequence.steps + bad  # the records are groups of rows
     return {
         "job": JOB,
         "status": status,

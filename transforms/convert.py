@@ -26,6 +26,8 @@ from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch, encode_table
 from transforms.encode.schema import FeatureSpec
 from transforms.preprocess.chain import PreprocessPlan, apply_steps
+from transforms.sequence.encode import encode_list_column
+from transforms.sequence.layout import SequenceLayout
 from transforms.split.assign import assign_splits, partition_records, split_batch
 
 __all__ = ["BadRows", "Conversion", "EncodedRows", "convert_batch"]
@@ -77,6 +79,7 @@ class Conversion:
     split_before_preprocess: bool = False
     preprocess: PreprocessPlan | None = None
     framed: bool = True
+    sequence: SequenceLayout | None = None  # SequenceExamples (transforms/sequence/)
 
     def split(self, batch: TableBatch) -> tuple[list[TableBatch], BadRows]:
         """Stage 1: a source batch -> one batch per split that gets rows (each with `split`
@@ -87,7 +90,10 @@ class Conversion:
         return parts or [], bad
 
     def _split(self, batch: TableBatch) -> list[TableBatch]:
-        return split_batch(batch, self.splits, self.split_salt, self.split_key, self.source_specs)
+        key: str | tuple[str, ...] | None = self.split_key
+        if self.sequence is not None and self.sequence.grouped and key is None:
+            key = self.sequence.options.group_by  # a sequence's rows go to one split
+        return split_batch(batch, self.splits, self.split_salt, key, self.source_specs)
 
     def transform(
         self, batch: TableBatch, fitted: Mapping[int, Any]
@@ -105,7 +111,8 @@ class Conversion:
         return isolate_bad_rows(batch, self._encode, "encode")
 
     def _encode(self, batch: TableBatch) -> EncodedRows:
-        encoded, stats = encode_table(
+        encode = encode_table if self.sequence is None else self._encode_list
+        encoded, stats = encode(
             batch.table, self.specs, batch.source, batch.first_row, self.framed, batch.rows
         )
         encoded = dataclasses.replace(encoded, task=batch.task)
@@ -125,6 +132,13 @@ class Conversion:
                 framed=self.framed,
             )
         return EncodedRows(encoded, source_rows(batch), ids, stats)
+
+    def _encode_list(self, table, specs, source, first_row, framed, rows):  # noqa: ANN001, ANN202
+        """A `list<struct>` sequence column's SequenceExamples (a grouped layout's groups are
+        encoded by transforms/sequence/beam.py, after the rows of a group meet)."""
+        if self.sequence.grouped:
+            raise ValueError("a grouped sequence layout is encoded by EncodeSequences")
+        return encode_list_column(table, self.sequence, source, first_row, framed, rows)
 
 
 def convert_batch(

@@ -4,7 +4,8 @@
 TFX finds a split's records as every file under `<artifact uri>/Split-<split>/`, and reads them
 by the artifact's properties: `split_names` (a JSON list, as TFX encodes it), and the custom
 properties `file_format` (`tfrecords_gzip`: TFRecord files, compression told by the `.gz`
-suffix) and `payload_format` (`FORMAT_TF_EXAMPLE`). An Importer node given these (the output
+suffix) and `payload_format` (`FORMAT_TF_EXAMPLE`, or `FORMAT_TF_SEQUENCE_EXAMPLE` for a
+`sequence:` job). An Importer node given these (the output
 directory as `source_uri`) hands the files to TFX components as they are
 (docs/downstream.md).
 """
@@ -34,7 +35,9 @@ def examples_artifact(manifest: Manifest) -> dict[str, Any]:
         "properties": {"split_names": json.dumps(names)},
         "custom_properties": {
             "file_format": "tfrecords_gzip",
-            "payload_format": "FORMAT_TF_EXAMPLE",
+            "payload_format": "FORMAT_TF_EXAMPLE"
+            if manifest.sequence is None
+            else "FORMAT_TF_SEQUENCE_EXAMPLE",
         },
         "splits": {
             name: {"dir": TFX_SPLIT_DIR.format(split=name), "rows": entry.rows}

@@ -37,6 +37,33 @@ def _example(record: bytes) -> dict[str, Any]:
     return out
 
 
+def _features(features: Any) -> dict[str, Any]:
+    """A Features message as name -> values (an empty Feature: no values)."""
+    out = {}
+    for name in sorted(features.feature):
+        feature = features.feature[name]
+        kind = feature.WhichOneof("kind")
+        out[name] = [] if kind is None else [_value(v) for v in getattr(feature, kind).value]
+    return out
+
+
+def _sequence_example(record: bytes) -> dict[str, Any]:
+    """A SequenceExample: its context, and per feature list one entry per step (None for a
+    step with no value, an empty Feature)."""
+    from tensorflow.core.example import example_pb2
+
+    example = example_pb2.SequenceExample.FromString(record)
+    lists = {}
+    for name in sorted(example.feature_lists.feature_list):
+        steps = example.feature_lists.feature_list[name].feature
+        lists[name] = [None if f.WhichOneof("kind") is None else _step_values(f) for f in steps]
+    return {"context": _features(example.context), "feature_lists": lists}
+
+
+def _step_values(feature: Any) -> list[Any]:
+    return [_value(v) for v in getattr(feature, feature.WhichOneof("kind")).value]
+
+
 def _inferred_schema(records: list[dict[str, Any]], raw: list[bytes]) -> dict[str, Any]:
     from tensorflow.core.example import example_pb2
 
@@ -81,7 +108,17 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
                 for f in manifest.features
             },
         }
-        return {"path": path, "manifest": summary, "records": [_example(r) for r in records]}
+        parse = _example
+        if manifest.sequence is not None:  # SequenceExamples: `features` is the context
+            summary["sequence"] = {
+                k: v for k, v in manifest.sequence.to_json().items() if k != "features"
+            }
+            summary["feature_lists"] = {
+                f.name: {k: f.to_json()[k] for k in ("kind", "dtype", "shape", "null_count")}
+                for f in manifest.sequence.features
+            }
+            parse = _sequence_example
+        return {"path": path, "manifest": summary, "records": [parse(r) for r in records]}
     if not FileSystems.exists(path):
         raise FileNotFoundError(f"{path}: no such file, and no output directory with a manifest")
     raw = list(read_records(path, limit))

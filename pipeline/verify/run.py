@@ -304,6 +304,8 @@ def verify_output(
     Raises FileNotFoundError without a manifest, ValueError (ConfigError, ...) or OSError when
     the source cannot be planned as the run did it: nothing was checked then."""
     manifest = read_manifest(output, strict=True)
+    if manifest.sequence is not None:
+        raise ValueError(f"{output}: verify checks tf.train.Example outputs, not SequenceExamples")
     findings = Findings(limit)
     plan, origin, select, fraction = None, None, None, None
     if source is not None:

@@ -63,7 +63,7 @@ class _EncodeDoFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(split_tag(name), records)
         stats = encoded.stats
         yield beam.pvalue.TaggedOutput(
-            STATS_TAG, BatchStats(stats.rows, stats.nulls, encoded.split_rows(splits))
+            STATS_TAG, BatchStats(stats.rows, stats.nulls, encoded.split_rows(splits), stats.steps)
         )
 
 

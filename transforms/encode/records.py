@@ -69,6 +69,7 @@ class BatchStats:
     rows: int
     nulls: dict[str, int]
     split_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    steps: int = 0  # SequenceExamples: the steps of the records (rows: the records)
 
     def merge(self, other: BatchStats) -> BatchStats:
         nulls = dict(self.nulls)
@@ -77,7 +78,7 @@ class BatchStats:
         split_rows = dict(self.split_rows)
         for name, count in other.split_rows.items():
             split_rows[name] = split_rows.get(name, 0) + count
-        return BatchStats(self.rows + other.rows, nulls, split_rows)
+        return BatchStats(self.rows + other.rows, nulls, split_rows, self.steps + other.steps)
 
 
 def encode_table(

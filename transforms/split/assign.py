@@ -28,6 +28,7 @@ from transforms.encode.columns import to_kernel_column
 from transforms.encode.kernel.example import encode_records
 from transforms.encode.schema import FeatureSpec
 from transforms.hashing import hash_ranges
+from transforms.sequence.groups import key_hashes
 from transforms.write.tfrecord import FOOTER_BYTES, HEADER_BYTES
 
 __all__ = [
@@ -110,16 +111,21 @@ def split_batch(
     batch: TableBatch,
     splits: Sequence[tuple[str, int]],
     salt: str,
-    key: str | None,
+    key: str | tuple[str, ...] | None,
     specs: Sequence[FeatureSpec],
 ) -> list[TableBatch]:
     """The batch cut into one TableBatch per split that gets rows (each with `split` set).
 
     `specs`: the source's features with default options (the whole-row key, when `key` is None).
+    A tuple of key columns (the key of a grouped sequence) hashes their values together.
     Raises ConversionError (naming file, row and column) for a row that cannot be serialized.
     """
     weights = [w for _, w in splits]
-    if key is not None:
+    if isinstance(key, tuple):
+        bounds = np.cumsum(np.asarray(weights, dtype=np.uint64))
+        hashes = key_hashes(batch.table, key, salt)
+        ids = np.searchsorted(bounds, hashes % bounds[-1], side="right").astype(np.int64)
+    elif key is not None:
         ids = assign_splits(weights, salt, key=batch.table.column(key))
     else:
         buffer, offsets = _row_examples(batch, specs)
