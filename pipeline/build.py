@@ -107,9 +107,12 @@ def _finish(
     return path
 
 
-def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -> None:
+def build_pipeline(
+    p: beam.Pipeline, plan: JobPlan, run_id: str | None = None, progress_dir: str | None = None
+) -> None:
     """Wire the job onto `p`; `run_id`: the run's output lease, checked before the manifest is
-    written (None: no lease, as in a staged template)."""
+    written (None: no lease, as in a staged template); `progress_dir`: where the shard writers
+    report what they have written, for the launcher's progress line (None: no reports)."""
     config = plan.config
 
     def read() -> ReadTable:
@@ -173,6 +176,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
                 shuffle_seed=config.shuffle_seed if shuffled else None,
                 target_bytes=plan.shards.target_bytes,
                 estimated_bytes=plan.shards.estimated_bytes,
+                progress_dir=progress_dir,
             )  # ShardFile: a final shard
         )
     shards = tuple(shards) | "Shards" >> beam.Flatten()  # ShardFile

@@ -15,9 +15,19 @@ from typing import Any
 from transforms.write.beam import SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 
-__all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
+__all__ = [
+    "FORMATS",
+    "LOG_FORMATS",
+    "OPTIONS",
+    "Option",
+    "add_flags",
+    "config_flags",
+    "scalar_options",
+    "true_or_false",
+]
 
 FORMATS = ("parquet", "csv")
+LOG_FORMATS = ("text", "json")
 
 
 def true_or_false(text: str) -> bool:
@@ -35,7 +45,10 @@ class Option:
     `form`: "scalar" (one value of `types[0]`), "bool" (`--x`, `--x=true|false`), "paths"
     (one or more values; the config takes a path or a list) or "switch" (a bool flag, the config
     also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
-    their own config parser (pipeline/config.py).
+    their own config parser (pipeline/config.py). Form "negatable": `--x` and `--no-x`.
+
+    `config=False`: a flag of the command only, not a key of the config (how a run is watched,
+    not what it writes: such a flag never reaches the config or the manifest).
     """
 
     key: str
@@ -45,6 +58,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     flag: bool = True
     metavar: str | None = None
+    config: bool = True
 
     @property
     def flags(self) -> list[str]:
@@ -100,12 +114,39 @@ OPTIONS: tuple[Option, ...] = (
         "a previous manifest (or output dir): fail before writing if a column disappeared "
         "or changed type",
     ),
+    Option(
+        "quiet",
+        (bool,),
+        "no progress lines and no notes on stderr: only the summary (and errors)",
+        "bool",
+        config=False,
+    ),
+    Option(
+        "log_format",
+        (str,),
+        "stderr lines as text (default) or json: one JSON object per line, for schedulers",
+        choices=LOG_FORMATS,
+        config=False,
+    ),
+    Option(
+        "wait",
+        (bool,),
+        "follow a job that runs elsewhere (Dataflow) until it ends (default); --no-wait: "
+        "return once it is submitted",
+        "negatable",
+        config=False,
+    ),
 )
 
 
 def scalar_options() -> dict[str, Option]:
     """The options whose config value is one checked scalar (not "paths" or "switch")."""
-    return {o.key: o for o in OPTIONS if o.form in ("scalar", "bool")}
+    return {o.key: o for o in OPTIONS if o.config and o.form in ("scalar", "bool")}
+
+
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed flags that are config keys (config key -> value, None when not given)."""
+    return {o.key: getattr(args, o.key) for o in OPTIONS if o.flag and o.config}
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +159,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             kwargs["nargs"] = "+"
         elif option.form in ("bool", "switch"):
             kwargs.update(nargs="?", const=True, type=true_or_false)
+        elif option.form == "negatable":
+            kwargs["action"] = argparse.BooleanOptionalAction
         elif option.choices is not None:
             kwargs["choices"] = option.choices
         else:

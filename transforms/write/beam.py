@@ -71,7 +71,9 @@ class WriteShards(beam.PTransform):
     the caller removes; by default one beside `prefix` that this transform removes; the grouped
     write spills its records there); `estimated_bytes`: the planned size of the output (all
     splits, as stored), from which a shuffle cuts each shard's key range into buckets of a
-    bounded size (0: shards up to about 1 GiB of framed records stay bounded).
+    bounded size (0: shards up to about 1 GiB of framed records stay bounded);
+    `progress_dir`: where the blocks sink's writers report what they have written
+    (write/progress.py; None: no reports).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class WriteShards(beam.PTransform):
         shuffle_seed: int | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         estimated_bytes: int = 0,
+        progress_dir: str | None = None,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -110,6 +113,7 @@ class WriteShards(beam.PTransform):
         self._seed = shuffle_seed
         self._target = target_bytes
         self._estimated = estimated_bytes
+        self._progress_dir = progress_dir
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         if self._sink == "tfrecordio":
@@ -143,10 +147,11 @@ class WriteShards(beam.PTransform):
                 | "ToShards" >> beam.ParDo(to_shards)
                 # (shard index, PieceRef or BucketRef: where the records lie in a spill file)
                 | "GroupByShard" >> beam.GroupByKey()  # (shard index, [refs])
-                | "WriteShard" >> beam.ParDo(WriteShardFn(*args, self._seed))  # ShardPart
+                | "WriteShard"
+                >> beam.ParDo(WriteShardFn(*args, self._seed, self._progress_dir))  # ShardPart
             )
         else:
-            writer = RollingWriteFn(*args, self._target)
+            writer = RollingWriteFn(*args, self._target, self._progress_dir)
             parts = batches | "WriteParts" >> beam.ParDo(writer)  # ShardPart (temp file)
         return (
             batches.pipeline
