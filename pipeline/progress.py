@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -129,7 +130,7 @@ def progress_line(snap: Snapshot, splits: tuple[str, ...] = ()) -> str:
     return " | ".join(parts)
 
 
-def progress_fields(snap: Snapshot, done: bool) -> dict:
+def progress_fields(snap: Snapshot, done: bool) -> dict[str, Any]:
     """The fields of a JSON progress line."""
     total = snap.total
     return {
