@@ -170,13 +170,13 @@ def build_pipeline(
                 compression=config.compression,
                 num_shards=config.num_shards or (plan.shards.num_shards[name] if shuffled else 0),
                 sink=config.sink,
+                progress_dir=progress_dir,
                 level=config.compression_level,
                 backend=config.gzip_backend,
                 temp_dir=temp_dir,
                 shuffle_seed=config.shuffle_seed if shuffled else None,
                 target_bytes=plan.shards.target_bytes,
                 estimated_bytes=plan.shards.estimated_bytes,
-                progress_dir=progress_dir,
             )  # ShardFile: a final shard
         )
     shards = tuple(shards) | "Shards" >> beam.Flatten()  # ShardFile

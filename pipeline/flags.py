@@ -15,19 +15,9 @@ from typing import Any
 from transforms.write.beam import SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 
-__all__ = [
-    "FORMATS",
-    "LOG_FORMATS",
-    "OPTIONS",
-    "Option",
-    "add_flags",
-    "config_flags",
-    "scalar_options",
-    "true_or_false",
-]
+__all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
 
 FORMATS = ("parquet", "csv")
-LOG_FORMATS = ("text", "json")
 
 
 def true_or_false(text: str) -> bool:
@@ -36,6 +26,10 @@ def true_or_false(text: str) -> bool:
     if value is None:
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return value
+
+
+LOG_FORMATS = ("text", "json")  # --log-format (pipeline/joblog.py)
+__all__ += ["LOG_FORMATS", "config_flags"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +100,6 @@ OPTIONS: tuple[Option, ...] = (
         (float, int),
         "or the fraction of the rows read that may be bad; default 0",
     ),
-    Option("split_key", (str,), "the column whose value picks the split", flag=False),
-    Option("split_salt", (str,), "salt of the split hash", flag=False),
-    Option(
-        "expect_schema",
-        (str,),
-        "a previous manifest (or output dir): fail before writing if a column disappeared "
-        "or changed type",
-    ),
     Option(
         "quiet",
         (bool,),
@@ -135,6 +121,14 @@ OPTIONS: tuple[Option, ...] = (
         "return once it is submitted",
         "negatable",
         config=False,
+    ),
+    Option("split_key", (str,), "the column whose value picks the split", flag=False),
+    Option("split_salt", (str,), "salt of the split hash", flag=False),
+    Option(
+        "expect_schema",
+        (str,),
+        "a previous manifest (or output dir): fail before writing if a column disappeared "
+        "or changed type",
     ),
 )
 
