@@ -65,15 +65,16 @@ def _tfrecordio_shard(path: str, split: str) -> ShardFile:
 class WriteShards(beam.PTransform):
     """EncodedBatch of split `split` -> ShardFile per final shard `<prefix>-SSSSS-of-NNNNN...`.
 
+    `progress_dir`: where the blocks sink's writers report what they have written
+    (write/progress.py; None: no reports).
+
     `target_bytes`: the size at which the rolling write starts a new file; `num_shards` > 0
     or `shuffle_seed`: a grouped write into exactly `num_shards` files; `temp_dir`: where the
     blocks sink writes before it renames (a directory of the output, unique to the run, that
     the caller removes; by default one beside `prefix` that this transform removes; the grouped
     write spills its records there); `estimated_bytes`: the planned size of the output (all
     splits, as stored), from which a shuffle cuts each shard's key range into buckets of a
-    bounded size (0: shards up to about 1 GiB of framed records stay bounded);
-    `progress_dir`: where the blocks sink's writers report what they have written
-    (write/progress.py; None: no reports).
+    bounded size (0: shards up to about 1 GiB of framed records stay bounded).
     """
 
     def __init__(
@@ -85,11 +86,11 @@ class WriteShards(beam.PTransform):
         sink: str = "blocks",
         level: int | None = None,
         backend: str = "isal",
+        progress_dir: str | None = None,
         temp_dir: str | None = None,
         shuffle_seed: int | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         estimated_bytes: int = 0,
-        progress_dir: str | None = None,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -108,12 +109,12 @@ class WriteShards(beam.PTransform):
         self._sink = sink
         self._level = level
         self._backend = backend
+        self._progress_dir = progress_dir
         self._own_temp_dir = temp_dir is None
         self._temp_dir = temp_dir or f"{prefix}-temp-{uuid.uuid4().hex[:16]}"
         self._seed = shuffle_seed
         self._target = target_bytes
         self._estimated = estimated_bytes
-        self._progress_dir = progress_dir
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         if self._sink == "tfrecordio":
