@@ -29,7 +29,10 @@ def true_or_false(text: str) -> bool:
 
 
 LOG_FORMATS = ("text", "json")  # --log-format (pipeline/joblog.py)
-__all__ += ["LOG_FORMATS", "config_flags"]
+# Forms of the flags of the command only, not keys of the config: they say how a run is watched,
+# not what it writes, and never reach the config or the manifest.
+COMMAND_FORMS = ("command", "negatable")
+__all__ += ["COMMAND_FORMS", "LOG_FORMATS", "config_flags"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +42,9 @@ class Option:
     `form`: "scalar" (one value of `types[0]`), "bool" (`--x`, `--x=true|false`), "paths"
     (one or more values; the config takes a path or a list) or "switch" (a bool flag, the config
     also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
-    their own config parser (pipeline/config.py). Form "negatable": `--x` and `--no-x`.
-
-    `config=False`: a flag of the command only, not a key of the config (how a run is watched,
-    not what it writes: such a flag never reaches the config or the manifest).
+    their own config parser (pipeline/config.py). Flags of the command only (COMMAND_FORMS):
+    "command" (as "bool" for types (bool,), else one value, of `choices` if given) and
+    "negatable" (`--x` and `--no-x`).
     """
 
     key: str
@@ -52,7 +54,6 @@ class Option:
     choices: tuple[str, ...] | None = None
     flag: bool = True
     metavar: str | None = None
-    config: bool = True
 
     @property
     def flags(self) -> list[str]:
@@ -104,15 +105,14 @@ OPTIONS: tuple[Option, ...] = (
         "quiet",
         (bool,),
         "no progress lines and no notes on stderr: only the summary (and errors)",
-        "bool",
-        config=False,
+        "command",
     ),
     Option(
         "log_format",
         (str,),
         "stderr lines as text (default) or json: one JSON object per line, for schedulers",
+        "command",
         choices=LOG_FORMATS,
-        config=False,
     ),
     Option(
         "wait",
@@ -120,7 +120,6 @@ OPTIONS: tuple[Option, ...] = (
         "follow a job that runs elsewhere (Dataflow) until it ends (default); --no-wait: "
         "return once it is submitted",
         "negatable",
-        config=False,
     ),
     Option("split_key", (str,), "the column whose value picks the split", flag=False),
     Option("split_salt", (str,), "salt of the split hash", flag=False),
@@ -135,12 +134,12 @@ OPTIONS: tuple[Option, ...] = (
 
 def scalar_options() -> dict[str, Option]:
     """The options whose config value is one checked scalar (not "paths" or "switch")."""
-    return {o.key: o for o in OPTIONS if o.config and o.form in ("scalar", "bool")}
+    return {o.key: o for o in OPTIONS if o.form in ("scalar", "bool")}
 
 
 def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed flags that are config keys (config key -> value, None when not given)."""
-    return {o.key: getattr(args, o.key) for o in OPTIONS if o.flag and o.config}
+    return {o.key: getattr(args, o.key) for o in OPTIONS if o.flag and o.form not in COMMAND_FORMS}
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -151,10 +150,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": option.key, "help": option.help}
         if option.form == "paths":
             kwargs["nargs"] = "+"
-        elif option.form in ("bool", "switch"):
-            kwargs.update(nargs="?", const=True, type=true_or_false)
         elif option.form == "negatable":
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif option.form in ("bool", "switch") or option.types == (bool,):
+            kwargs.update(nargs="?", const=True, type=true_or_false)
         elif option.choices is not None:
             kwargs["choices"] = option.choices
         else:

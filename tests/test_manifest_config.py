@@ -130,7 +130,7 @@ def test_every_scalar_config_key_is_declared_once_with_its_flag():
         if option.flag:
             assert "--" + option.key.replace("_", "-") in convert._option_string_actions
     scalars = scalar_options()
-    assert set(scalars) == {o.key for o in OPTIONS if o.config and o.form in ("scalar", "bool")}
+    assert set(scalars) == {o.key for o in OPTIONS if o.form in ("scalar", "bool")}
     # the config's JSON form (the manifest's config section) has a key per scalar option
     config = load_config(None, {"input": ["x.csv"], "output": "o"})
     assert set(scalars) <= set(config_to_json(config))
