@@ -113,9 +113,12 @@ def _finish(
     return path
 
 
-def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -> None:
+def build_pipeline(
+    p: beam.Pipeline, plan: JobPlan, run_id: str | None = None, progress_dir: str | None = None
+) -> None:
     """Wire the job onto `p`; `run_id`: the run's output lease, checked before the manifest is
-    written (None: no lease, as in a staged template)."""
+    written (None: no lease, as in a staged template); `progress_dir`: where the shard writers
+    report what they have written, for the launcher's progress line (None: no reports)."""
     config = plan.config
 
     def read() -> ReadTable:
@@ -177,6 +180,7 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
                 compression=config.compression,
                 num_shards=config.num_shards or (plan.shards.num_shards[name] if shuffled else 0),
                 sink=config.sink,
+                progress_dir=progress_dir,
                 level=config.compression_level,
                 backend=config.gzip_backend,
                 temp_dir=temp_dir,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from pipeline import launch
-from pipeline.flags import OPTIONS, add_flags
+from pipeline.flags import add_flags, config_flags
 
 __all__ = ["main"]
 
@@ -98,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, beam_args = parser.parse_known_args(argv)
     if args.command == "convert":
-        flags = {o.key: getattr(args, o.key) for o in OPTIONS if o.flag}
-        return launch.convert(args, flags, beam_args)
+        return launch.convert(args, config_flags(args), beam_args)
     if beam_args:
         parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
     if args.command == "verify":

@@ -28,6 +28,13 @@ def true_or_false(text: str) -> bool:
     return value
 
 
+LOG_FORMATS = ("text", "json")  # --log-format (pipeline/joblog.py)
+# Forms of the flags of the command only, not keys of the config: they say how a run is watched,
+# not what it writes, and never reach the config or the manifest.
+COMMAND_FORMS = ("command", "negatable")
+__all__ += ["COMMAND_FORMS", "LOG_FORMATS", "config_flags"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Option:
     """One option: its config key, the YAML types it takes, its flag's form and help.
@@ -35,7 +42,9 @@ class Option:
     `form`: "scalar" (one value of `types[0]`), "bool" (`--x`, `--x=true|false`), "paths"
     (one or more values; the config takes a path or a list) or "switch" (a bool flag, the config
     also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
-    their own config parser (pipeline/config.py).
+    their own config parser (pipeline/config.py). Flags of the command only (COMMAND_FORMS):
+    "command" (as "bool" for types (bool,), else one value, of `choices` if given) and
+    "negatable" (`--x` and `--no-x`).
     """
 
     key: str
@@ -92,6 +101,26 @@ OPTIONS: tuple[Option, ...] = (
         (float, int),
         "or the fraction of the rows read that may be bad; default 0",
     ),
+    Option(
+        "quiet",
+        (bool,),
+        "no progress lines and no notes on stderr: only the summary (and errors)",
+        "command",
+    ),
+    Option(
+        "log_format",
+        (str,),
+        "stderr lines as text (default) or json: one JSON object per line, for schedulers",
+        "command",
+        choices=LOG_FORMATS,
+    ),
+    Option(
+        "wait",
+        (bool,),
+        "follow a job that runs elsewhere (Dataflow) until it ends (default); --no-wait: "
+        "return once it is submitted",
+        "negatable",
+    ),
     Option("split_key", (str,), "the column whose value picks the split", flag=False),
     Option("split_salt", (str,), "salt of the split hash", flag=False),
     Option(
@@ -115,6 +144,11 @@ def scalar_options() -> dict[str, Option]:
     return {o.key: o for o in OPTIONS if o.form in ("scalar", "bool")}
 
 
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed flags that are config keys (config key -> value, None when not given)."""
+    return {o.key: getattr(args, o.key) for o in OPTIONS if o.flag and o.form not in COMMAND_FORMS}
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add a flag for each option that has one, each with `dest` = its config key."""
     for option in OPTIONS:
@@ -123,7 +157,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": option.key, "help": option.help}
         if option.form == "paths":
             kwargs["nargs"] = "+"
-        elif option.form in ("bool", "switch"):
+        elif option.form == "negatable":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif option.form in ("bool", "switch") or option.types == (bool,):
             kwargs.update(nargs="?", const=True, type=true_or_false)
         elif option.choices is not None:
             kwargs["choices"] = option.choices

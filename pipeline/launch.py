@@ -37,10 +37,13 @@ from pipeline.dataflow import (
     runner_name,
     write_job_file,
 )
+from pipeline.follow import announce, follow
+from pipeline.joblog import JobLog, job_log
 from pipeline.lease import Lease, acquire_lease, release_lease
 from pipeline.manifest import read_manifest
 from pipeline.output_dir import clear_leftovers, clear_previous_output
-from pipeline.plan import plan_job
+from pipeline.plan import JobPlan, plan_job
+from pipeline.progress import ProgressWatch, planned_rows
 from pipeline.schedule import apply_date, parse_date, run_summary, summary_line
 from pipeline.verify.inspect import inspect_path
 
@@ -86,13 +89,12 @@ def _summary(output: str, seconds: float) -> str:
     )
 
 
-def _submitted_only(result: PipelineResult, options: PipelineOptions) -> bool:
+def _submitted_only(result: PipelineResult, waits: bool) -> bool:
     """True when the job was handed over and not waited for: a template launch (the service
-    submits the job) or --no_wait_until_finish on a runner that runs the job elsewhere."""
+    submits the job) or --no-wait on a runner that runs the job elsewhere."""
     if not getattr(result, "has_job", True):
         return True
-    no_wait = options.view_as(StandardOptions).no_wait_until_finish
-    return bool(no_wait) and not PipelineState.is_terminal(result.state)
+    return not waits and not PipelineState.is_terminal(result.state)
 
 
 def _takes_lease(options: PipelineOptions, dry_run: bool) -> bool:
@@ -103,6 +105,20 @@ def _takes_lease(options: PipelineOptions, dry_run: bool) -> bool:
 
 def _waits(options: PipelineOptions) -> bool:
     return not options.view_as(StandardOptions).no_wait_until_finish
+
+
+def _progress(plan: JobPlan, options: PipelineOptions, dry_run: bool, log: JobLog) -> ProgressWatch:
+    """The progress display of a run that writes here and now (pipeline/progress.py): none when
+    quiet, for a dry run, a template, Dataflow (its state is followed instead) or the
+    tfrecordio sink (Beam's sink reports nothing)."""
+    config = plan.config
+    elsewhere = is_dataflow(options) or options.view_as(GoogleCloudOptions).template_location
+    mode = None
+    if not (log.quiet or dry_run or elsewhere or config.sink == "tfrecordio"):
+        mode = "json" if log.json else "tty" if sys.stderr.isatty() else "lines"
+    planned = planned_rows(plan) if mode else None
+    names = tuple(name for name, _ in config.splits)
+    return ProgressWatch(config.output, mode, log, planned, names)
 
 
 def _release(lease: Lease | None, options: PipelineOptions) -> None:
@@ -116,7 +132,15 @@ def _release(lease: Lease | None, options: PipelineOptions) -> None:
 
 def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str]) -> int:
     """`tfrecord-etl convert`: `flags` are the options given on the command line (config keys,
-    pipeline/flags.py), `beam_args` the rest (Beam's pipeline options)."""
+    pipeline/flags.py), `beam_args` the rest (Beam's pipeline options). stderr as
+    --log-format and --quiet ask (pipeline/joblog.py)."""
+    with job_log(getattr(args, "log_format", None), getattr(args, "quiet", None)) as log:
+        return _convert(args, flags, beam_args, log)
+
+
+def _convert(
+    args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str], log: JobLog
+) -> int:
     start = time.monotonic()
     date, output = None, args.output
     lease = None
@@ -139,8 +163,10 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
         config = apply_date(load_config(args.config, flags), date)
         output = config.output
         options = _beam_options(beam_args)
+        if getattr(args, "wait", None) is False:  # --no-wait
+            options.view_as(StandardOptions).no_wait_until_finish = True
         for note in fill_dataflow_options(options, date):
-            print(f"tfrecord-etl: using {note}", file=sys.stderr)
+            log.event("note", f"using {note}", option=note)
         dry_run = is_dataflow(options) and is_dry_run(options)
         plan = plan_job(config)  # reads the inputs, writes nothing
         if _takes_lease(options, dry_run):  # before anything in the output is deleted
@@ -149,11 +175,16 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
             clear_previous_output(config.output, config.overwrite)
             clear_leftovers(config.output, config.splits)
         if plan.new_columns:
-            print(
-                f"tfrecord-etl: note: new column(s) against {config.expect_schema}: "
-                f"{list(plan.new_columns)}",
-                file=sys.stderr,
+            log.event(
+                "new_columns",
+                f"note: new column(s) against {config.expect_schema}: {list(plan.new_columns)}",
+                columns=list(plan.new_columns),
             )
+        watch = _progress(plan, options, dry_run, log)
+        waits = _waits(options)
+        # Beam only starts the job (the pipeline keeps a copy of its options): the launcher
+        # waits, following a Dataflow job (pipeline/follow.py)
+        options.view_as(StandardOptions).no_wait_until_finish = True
         pipeline = beam.Pipeline(options=options)  # Beam validates its options here
     except (ValueError, OSError) as err:
         if lease is not None:
@@ -166,9 +197,22 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
     }
     keep_lease = False  # a job still running elsewhere removes its lease itself
     try:
-        with pipeline as p:
-            build_pipeline(p, plan, run_id=None if lease is None else lease.run_id)
-        result = p.result
+        with watch:  # the progress of a local run, until it ends (pipeline/progress.py)
+            with pipeline as p:
+                build_pipeline(
+                    p,
+                    plan,
+                    run_id=None if lease is None else lease.run_id,
+                    progress_dir=watch.directory,
+                )
+            result = p.result
+            if is_dataflow(options) and not dry_run:
+                job.update(announce(result, options, log))
+            if waits and not dry_run:
+                if "job_id" in job:
+                    follow(result, log)
+                else:
+                    result.wait_until_finish()
         if dry_run:
             built = describe_dry_run(result)
             job_file = options.view_as(DebugOptions).dataflow_job_file
@@ -176,10 +220,10 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
                 write_job_file(job_file, result)
             print(f"dry run: job {built['job_name']} built, not submitted ({job['runner']})")
             return report(EXIT_OK, "dry_run", **{**job, **built, "job_file": job_file})
-        if _submitted_only(result, options):
+        if _submitted_only(result, waits):
             keep_lease = True
-            job_id = result.job_id() if getattr(result, "has_job", False) else None
-            return report(EXIT_OK, "submitted", **job, job_id=job_id)
+            job.setdefault("job_id", None)
+            return report(EXIT_OK, "submitted", **job)
         if result.state != PipelineState.DONE:
             raise RuntimeError(f"the runner ended the job in state {result.state}")
     except Exception as err:  # the runner's failure: report it, exit non-zero, no manifest
@@ -251,5 +295,3 @@ def verify(args: argparse.Namespace) -> int:
         print(format_report(report))
         print(summary_line(line), flush=True)
     return code
-
-

@@ -65,6 +65,9 @@ def _tfrecordio_shard(path: str, split: str) -> ShardFile:
 class WriteShards(beam.PTransform):
     """EncodedBatch of split `split` -> ShardFile per final shard `<prefix>-SSSSS-of-NNNNN...`.
 
+    `progress_dir`: where the blocks sink's writers report what they have written
+    (write/progress.py; None: no reports).
+
     `target_bytes`: the size at which the rolling write starts a new file; `num_shards` > 0
     or `shuffle_seed`: a grouped write into exactly `num_shards` files; `temp_dir`: where the
     blocks sink writes before it renames (a directory of the output, unique to the run, that
@@ -84,6 +87,7 @@ class WriteShards(beam.PTransform):
         sink: str = "blocks",
         level: int | None = None,
         backend: str = "isal",
+        progress_dir: str | None = None,
         temp_dir: str | None = None,
         shuffle_seed: int | None = None,
         target_bytes: int = DEFAULT_TARGET_BYTES,
@@ -107,6 +111,7 @@ class WriteShards(beam.PTransform):
         self._sink = sink
         self._level = level
         self._backend = backend
+        self._progress_dir = progress_dir
         self._own_temp_dir = temp_dir is None
         self._temp_dir = temp_dir or f"{prefix}-temp-{uuid.uuid4().hex[:16]}"
         self._seed = shuffle_seed
@@ -146,10 +151,11 @@ class WriteShards(beam.PTransform):
                 | "ToShards" >> beam.ParDo(to_shards)
                 # (shard index, PieceRef or BucketRef: where the records lie in a spill file)
                 | "GroupByShard" >> beam.GroupByKey()  # (shard index, [refs])
-                | "WriteShard" >> beam.ParDo(WriteShardFn(*args, self._seed))  # ShardPart
+                | "WriteShard"
+                >> beam.ParDo(WriteShardFn(*args, self._seed, self._progress_dir))  # ShardPart
             )
         else:
-            writer = RollingWriteFn(*args, self._target)
+            writer = RollingWriteFn(*args, self._target, self._progress_dir)
             parts = batches | "WriteParts" >> beam.ParDo(writer)  # ShardPart (temp file)
         return (
             batches.pipeline

@@ -49,7 +49,8 @@ class BlockFile:
     """One shard file being written: blocks of framed records in, compressed as configured.
 
     gzip: each block is one gzip member; zlib: one zlib stream for the file (TensorFlow's ZLIB);
-    none: the framed bytes. `bytes` counts what reached the file so far.
+    none: the framed bytes. `bytes` counts what reached the file so far. `on_write` is told the
+    records and bytes of each block written (not of a file appended: they were told already).
     """
 
     def __init__(
@@ -59,8 +60,10 @@ class BlockFile:
         compress: Callable[[memoryview], bytes] | None,
         order: tuple[int, int],
         split: str,
+        on_write: Callable[[int, int], None] | None = None,
     ) -> None:
         self.path, self.order, self.split = path, order, split
+        self._on_write = on_write  # (records, bytes) as each block reaches the file
         self._compression = compression
         self._compress = compress
         self._deflate = zlib.compressobj(ZLIB_LEVEL) if compression == "zlib" else None
@@ -74,6 +77,10 @@ class BlockFile:
             self._file.write(data)
             self.bytes += len(data)
 
+    def _told(self, rows: int, nbytes: int) -> None:
+        if self._on_write is not None:
+            self._on_write(rows, nbytes)
+
     def write(self, buffer: np.ndarray, rows: int) -> None:
         data: bytes | memoryview = memoryview(buffer)
         if self._deflate is not None:  # a sync flush per block: `bytes` is then what it holds
@@ -83,12 +90,14 @@ class BlockFile:
         self._put(data)
         self.rows += rows
         self.framed += int(buffer.nbytes)
+        self._told(rows, len(data))
 
     def write_compressed(self, data: bytes, rows: int, framed_bytes: int) -> None:
         """A block compressed already (a gzip member of `framed_bytes` of framed records)."""
         self._put(data)
         self.rows += rows
         self.framed += framed_bytes
+        self._told(rows, len(data))
 
     def append(self, other: ShardPart) -> None:
         """Append the records of a closed temp file of the same compression, and delete it.
@@ -105,7 +114,9 @@ class BlockFile:
 
     def close(self) -> ShardPart:
         if self._deflate is not None:
-            self._put(self._deflate.flush())
+            tail = self._deflate.flush()
+            self._put(tail)
+            self._told(0, len(tail))
         self._file.close()
         return ShardPart(self.split, self.order, self.path, self.rows, self.bytes)
 

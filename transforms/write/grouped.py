@@ -26,6 +26,7 @@ from transforms.encode.records import EncodedBatch
 from transforms.hashing import hash_ranges
 from transforms.write.compression import gzip_compressor
 from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
+from transforms.write.progress import SinkProgress
 from transforms.write.spill import (
     DEFAULT_BUCKETS,
     BucketRef,
@@ -314,18 +315,23 @@ def _read_into(reader: SpillReader, ranges: list[tuple[str, int, int]], dtype: t
 class WriteShardFn(beam.DoFn):
     """(shard index, where its pieces were spilled) -> ShardPart: the pieces in the order of
     their origin (the same file on every run), or with a seed every record in the order of its
-    shuffle key, a group of buckets at a time."""
+    shuffle key, a group of buckets at a time. `progress_dir`: where it reports what it has
+    written (write/progress.py); None: nowhere."""
 
     def __init__(
         self, split: str, temp_dir: str, compression: str, level: int | None, backend: str,
-        seed: int | None,
+        seed: int | None, progress_dir: str | None = None,
     ) -> None:  # fmt: skip
         self._split, self._temp_dir = split, temp_dir
         self._compression, self._level, self._backend = compression, level, backend
         self._seed = seed
+        self._progress_dir = progress_dir
 
     def setup(self) -> None:
         self._compress = block_compressor(self._compression, self._level, self._backend)
+        self._progress = None
+        if self._progress_dir is not None:
+            self._progress = SinkProgress(self._progress_dir, self._split)
 
     def _write_pieces(self, runs: BlockRuns, out: BlockFile, refs: list[PieceRef]) -> None:
         reader = SpillReader()
@@ -364,7 +370,8 @@ class WriteShardFn(beam.DoFn):
         shard, refs = element
         order_key = (shard, 0)
         path = temp_path(self._temp_dir, self._split, order_key, self._compression)
-        out = BlockFile(path, self._compression, self._compress, order_key, self._split)
+        told = None if self._progress is None else self._progress.add
+        out = BlockFile(path, self._compression, self._compress, order_key, self._split, told)
         runs = BlockRuns(out)
         ordered = sorted(refs, key=lambda ref: ref.origin)
         if self._seed is None:
@@ -373,3 +380,7 @@ class WriteShardFn(beam.DoFn):
             self._write_sorted(runs, ordered)
         runs.end_run()
         yield out.close()
+
+    def finish_bundle(self) -> None:
+        if self._progress is not None:
+            self._progress.flush()

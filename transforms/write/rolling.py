@@ -13,6 +13,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.encode.records import EncodedBatch
 from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
+from transforms.write.progress import SinkProgress
 
 __all__ = ["RollingWriteFn"]
 
@@ -78,7 +79,8 @@ class _TaskFiles:
 @beam.typehints.with_input_types(EncodedBatch)
 @beam.typehints.with_output_types(ShardPart)
 class RollingWriteFn(beam.DoFn):
-    """EncodedBatch of one split -> ShardPart, each task's rows in files of the target size."""
+    """EncodedBatch of one split -> ShardPart, each task's rows in files of the target size.
+    `progress_dir`: where it reports what it has written (write/progress.py); None: nowhere."""
 
     def __init__(
         self,
@@ -88,8 +90,10 @@ class RollingWriteFn(beam.DoFn):
         level: int | None,
         backend: str,
         target_bytes: int,
+        progress_dir: str | None = None,
     ) -> None:
         self._split = split
+        self._progress_dir = progress_dir
         self._temp_dir = temp_dir
         self._compression = compression
         self._level, self._backend = level, backend
@@ -97,6 +101,9 @@ class RollingWriteFn(beam.DoFn):
 
     def setup(self) -> None:
         self._compress = block_compressor(self._compression, self._level, self._backend)
+        self._progress = None
+        if self._progress_dir is not None:
+            self._progress = SinkProgress(self._progress_dir, self._split)
 
     def start_bundle(self) -> None:
         self._tasks: dict[int, _TaskFiles] = {}
@@ -105,7 +112,8 @@ class RollingWriteFn(beam.DoFn):
         def new_file(seq: int) -> BlockFile:
             order = (task, seq)
             path = temp_path(self._temp_dir, self._split, order, self._compression)
-            return BlockFile(path, self._compression, self._compress, order, self._split)
+            told = None if self._progress is None else self._progress.add
+            return BlockFile(path, self._compression, self._compress, order, self._split, told)
 
         return _TaskFiles(new_file, self._target)
 
@@ -123,4 +131,6 @@ class RollingWriteFn(beam.DoFn):
             for part in files.close():
                 yield WindowedValue(part, MIN_TIMESTAMP, [GlobalWindow()])
         self._tasks = {}
+        if self._progress is not None:
+            self._progress.flush()
 
