@@ -73,6 +73,7 @@ class JobPlan:
     source_specs: tuple[FeatureSpec, ...] | None = None
     split_before_preprocess: bool = False  # AssignSplits on source batches (else the encoder)
     fit_split: str | None = None  # the split analyzers are fitted on; None: every row
+    input_bytes: int = 0  # the input files' bytes on disk
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -281,4 +282,5 @@ def plan_job(config: JobConfig) -> JobPlan:
         source_specs=source_specs,
         split_before_preprocess=split_before,
         fit_split=fit_split,
+        input_bytes=sum(sizes.values()),
     )

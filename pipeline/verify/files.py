@@ -9,14 +9,14 @@ import posixpath
 import re
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import BadRowFiles, Manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.frames import frame_blocks
 from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
-from transforms.deadletter import ERRORS_DIR
+from transforms import fs
+from transforms.write.names import ERRORS_DIR
 
 __all__ = ["check_counts", "check_listing", "read_errors", "read_records"]
 
@@ -30,9 +30,9 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
     for split, entry in manifest.splits.items():
         counts, indices = set(), set()
         for name in entry.files:
-            path = FileSystems.join(output, name)
+            path = fs.join(output, name)
             listed.add(posixpath.basename(name))
-            if FileSystems.exists(path):
+            if fs.exists(path):
                 existing.add(path)
             else:
                 findings.add(
@@ -57,15 +57,14 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
                     split=split,
                 )
             )
-    pattern = FileSystems.join(output, "*-?????-of-?????*")
-    for meta in FileSystems.match([pattern])[0].metadata_list:
-        if posixpath.basename(meta.path) not in listed:
+    for path in fs.match(fs.join(output, "*-?????-of-?????*")):
+        if posixpath.basename(path) not in listed:
             findings.add(
                 Finding(
                     "stale",
-                    f"{meta.path}: named like a shard but not in the manifest "
+                    f"{path}: named like a shard but not in the manifest "
                     "(a reader globbing the directory would read it)",
-                    file=meta.path,
+                    file=path,
                 )
             )
     return existing
@@ -80,8 +79,8 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
         names.add(posixpath.basename(listed))
         # The manifest holds the path as written; only the file of that name beside this
         # manifest is read (the output may have been moved; a listed path elsewhere never is).
-        path = FileSystems.join(output, ERRORS_DIR, posixpath.basename(listed))
-        if not FileSystems.exists(path):
+        path = fs.join(output, ERRORS_DIR, posixpath.basename(listed))
+        if not fs.exists(path):
             findings.add(
                 Finding(
                     "bad_rows",
@@ -90,7 +89,7 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
                 )
             )
             continue
-        with FileSystems.open(path) as f:
+        with fs.open_read(path) as f:
             for number, line in enumerate(f.read().decode("utf-8").splitlines(), 1):
                 try:
                     rows.append(json.loads(line))
@@ -106,14 +105,13 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
                 f"error files, the manifest's bad_rows.count is {bad.count}",
             )
         )
-    pattern = FileSystems.join(output, ERRORS_DIR, "*.jsonl")
-    for meta in FileSystems.match([pattern])[0].metadata_list:
-        if posixpath.basename(meta.path) not in names:
+    for path in fs.match(fs.join(output, ERRORS_DIR, "*.jsonl")):
+        if posixpath.basename(path) not in names:
             findings.add(
                 Finding(
                     "stale",
-                    f"{meta.path}: an error file the manifest does not list",
-                    file=meta.path,
+                    f"{path}: an error file the manifest does not list",
+                    file=path,
                 )
             )
     return rows
@@ -214,7 +212,7 @@ def read_records(
     """One pass over every listed shard; the intact records per split."""
     per_split = {}
     for split, entry in manifest.splits.items():
-        paths = [FileSystems.join(output, name) for name in entry.files]
+        paths = [fs.join(output, name) for name in entry.files]
         per_split[split] = sum(
             _read_shard(p, split, manifest.compression, checker, comparison, findings)
             for p in paths
