@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["unknown_beam_args"]
 
@@ -21,11 +22,20 @@ _RUNNER_MODULES = {
 }
 
 
+def _runner(args: list[str]) -> str:
+    """The runner `args` name (`--runner X` or `--runner=X`; the last one wins), or ""."""
+    name = ""
+    for i, arg in enumerate(args):
+        if arg.startswith("--runner="):
+            name = arg.split("=", 1)[1]
+        elif arg == "--runner" and i + 1 < len(args):
+            name = args[i + 1]
+    return name
+
+
 def _import_runner(args: list[str]) -> None:
     """Import the module of the runner `args` name, so that its options class is known."""
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-
-    runner = PipelineOptions(args).view_as(StandardOptions).runner or ""
+    runner = _runner(args)
     module = _RUNNER_MODULES.get(runner.lower())
     if module is None and "." in runner:
         module = runner.rsplit(".", 1)[0]
@@ -38,14 +48,19 @@ def _import_runner(args: list[str]) -> None:
 
 def unknown_beam_args(args: Sequence[str]) -> list[str]:
     """The arguments among `args` that no Beam pipeline option (of Beam, or of the named
-    runner) takes, in their order; [] when every one is an option."""
+    runner) takes, in their order; [] when every one is an option. ValueError for an option
+    whose value Beam refuses (`--direct_num_workers=x`): argparse's message."""
     args = list(args)
     if not args:
         return []
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
+    class Parser(_BeamArgumentParser):
+        def error(self, message: str) -> NoReturn:  # argparse would print Beam's usage, exit
+            raise ValueError(message)
+
     _import_runner(args)
-    parser = _BeamArgumentParser(allow_abbrev=False)
+    parser = Parser(allow_abbrev=False)
     # What PipelineOptions.get_all_options does: each options class adds its flags (a class
     # defined twice counts once, its first definition, as there).
     classes: dict[str, type] = {}

@@ -159,7 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in ("convert", "plan"):
         from pipeline.beam_args import unknown_beam_args  # imports Beam's options
 
-        unknown = unknown_beam_args(beam_args)
+        try:
+            unknown = unknown_beam_args(beam_args)
+        except ValueError as err:  # a Beam option with a value Beam refuses
+            sub.error(f"{err} (a Beam pipeline option)")
         if unknown:
             sub.error(_unknown(unknown, sub, command))
         flags = {o.key: getattr(args, o.key) for o in OPTIONS if o.flag}

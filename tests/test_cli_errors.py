@@ -86,6 +86,13 @@ CATALOGUE: list[Case] = [
         False,
     ),
     (
+        "Beam option with a bad value",
+        lambda t: ["convert", "--input", SAMPLE, "--output", t / "o", "--direct_num_workers=x"],
+        2,
+        ("argument --direct_num_workers: invalid int value: 'x' (a Beam pipeline option)",),
+        False,
+    ),
+    (
         "stray argument",
         lambda t: ["convert", "--input", SAMPLE, "--output", t / "o", "extra"],
         2,
