@@ -1,16 +1,19 @@
 """Start-up of the command line: each command as a whole process on the bundled sample, median
-wall time and peak RSS of several runs, against the targets of docs/cli.md.
+wall time, CPU time and peak RSS of several runs, against the targets of docs/cli.md.
 
     python bench/startup.py                       # this tree, 5 runs of each command
     python bench/startup.py --before main         # and the tree of a commit, in the same run
     python bench/startup.py --runs 3 --commands help,inspect
 
 Each run is a fresh `python -m pipeline ...` whose import path is one tree; its wall time is
-the whole process's and its peak RSS the kernel's for that child (wait4). The commands:
+the whole process's, its CPU time (user + system) and peak RSS the kernel's for that child
+(wait4): on a loaded machine the wall time grows with the load, the CPU time much less. The
+commands:
 `help` (`--help`), `convert` (the sample to a new output, `--overwrite`), `plan` (the same
 flags; skipped in a tree without it), `inspect` and `verify` of the converted output. Before
-the timed runs each tree converts the sample once (the output that `inspect` and `verify` read,
-and the compiled kernels' caches of a freshly unpacked tree). With `--before`, the runs of the
+the timed runs each tree converts the sample once (the output that `inspect` and `verify` read)
+and runs each command once untimed (the compiled kernels' caches of a freshly unpacked tree).
+With `--before`, the runs of the
 two trees alternate, so that load on the machine falls on both alike: compare the ratios of
 one run.
 """
@@ -52,8 +55,9 @@ def _args(command: str, work: Path) -> list[str]:
     }[command]
 
 
-def run(tree: Path, args: list[str], check: bool = True) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MB, exit code) of `python -m pipeline ARGS` in `tree`."""
+def run(tree: Path, args: list[str], check: bool = True) -> tuple[float, float, float, int]:
+    """(wall seconds, peak RSS MB, CPU seconds, exit code) of `python -m pipeline ARGS` in
+    `tree`."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
@@ -72,7 +76,7 @@ def run(tree: Path, args: list[str], check: bool = True) -> tuple[float, float, 
         text = err.read().decode(errors="replace")
     if check and code != 0:
         raise SystemExit(f"{' '.join(args)} in {tree} exited {code}:\n{text[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, code
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, code
 
 
 def unpack(commit: str, into: Path) -> Path:
@@ -86,12 +90,14 @@ def unpack(commit: str, into: Path) -> Path:
 
 
 def _has_plan(tree: Path) -> bool:
-    return run(tree, ["plan", "--help"], check=False)[2] == 0
+    return run(tree, ["plan", "--help"], check=False)[3] == 0
 
 
 def measure(trees: dict[str, Path], work: Path, commands: list[str], runs: int) -> dict:
-    """{tree name: {command: [(seconds, rss MB), ...]}}, the runs of the trees alternating."""
-    results: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in trees}
+    """{tree name: {command: [(seconds, rss MB, cpu seconds), ...]}}; the runs of the trees
+    alternate. A first, untimed round warms each tree (its compiled kernels' caches, the page
+    cache)."""
+    results: dict[str, dict[str, list[tuple[float, float, float]]]] = {n: {} for n in trees}
     dirs = {}
     for name, tree in trees.items():
         dirs[name] = work / name
@@ -99,24 +105,27 @@ def measure(trees: dict[str, Path], work: Path, commands: list[str], runs: int) 
         print(f"# {name}: converting the sample once ({tree})", file=sys.stderr, flush=True)
         run(tree, ["convert", "--input", SAMPLE, "--output", str(dirs[name] / "out")])
     skip = {name: not _has_plan(tree) for name, tree in trees.items()}
-    for i in range(runs):
-        print(f"# round {i + 1} of {runs}", file=sys.stderr, flush=True)
+    for i in range(runs + 1):
+        print(f"# round {i} of {runs} (0: warm-up)", file=sys.stderr, flush=True)
         for command in commands:
             for name, tree in trees.items():
                 if command == "plan" and skip[name]:
                     continue
-                seconds, rss, _ = run(tree, _args(command, dirs[name]))
-                results[name].setdefault(command, []).append((seconds, rss))
+                seconds, rss, cpu, _ = run(tree, _args(command, dirs[name]))
+                if i > 0:
+                    results[name].setdefault(command, []).append((seconds, rss, cpu))
     return results
 
 
 def report(results: dict, commands: list[str]) -> str:
+    """A markdown table: per command its target, and per tree the medians of wall time, CPU
+    time (user + system) and peak RSS; with two trees the ratio of their wall times."""
     names = list(results)
     head = ["command", "target"]
     for name in names:
-        head += [f"{name} s", f"{name} MB"]
+        head += [f"{name}: wall s", "cpu s", "RSS MB"]
     if len(names) == 2:
-        head.append(f"{names[0]} / {names[1]}")
+        head.append(f"wall {names[0]} / {names[1]}")
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for command in commands:
         seconds, mb = TARGETS[command]
@@ -126,14 +135,13 @@ def report(results: dict, commands: list[str]) -> str:
         for name in names:
             got = results[name].get(command)
             if not got:
-                row += ["-", "-"]
+                row += ["-", "-", "-"]
                 medians.append(None)
                 continue
-            wall = statistics.median(s for s, _ in got)
-            rss = statistics.median(r for _, r in got)
+            wall, rss, cpu = (statistics.median(g[k] for g in got) for k in range(3))
             medians.append(wall)
-            flag = "" if wall <= seconds and (mb is None or rss <= mb) else " (over)"
-            row += [f"{wall:.2f}{flag}", f"{rss:.0f}"]
+            over = "" if wall <= seconds and (mb is None or rss <= mb) else " (over)"
+            row += [f"{wall:.2f}{over}", f"{cpu:.2f}", f"{rss:.0f}"]
         if len(names) == 2:
             a, b = medians
             row.append(f"{a / b:.1f}x" if a and b else "-")
@@ -163,7 +171,8 @@ def main() -> None:
             trees["before"] = unpack(args.before, work / "tree-before")
         trees["this tree" if not args.before else "after"] = ROOT
         results = measure(trees, work, commands, args.runs)
-        print(f"median of {args.runs} runs, {os.cpu_count()} cores")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"median of {args.runs} runs; {os.cpu_count()} cores, load average {load}")
         print(report(results, commands))
     finally:
         if args.keep:

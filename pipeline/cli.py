@@ -1,6 +1,7 @@
 """Command line: `tfrecord-etl convert`, `plan`, `inspect` and `verify`. Argument parsing only
 (the commands run in pipeline/launch.py and pipeline/commands.py); flags `convert` does not
-know are Beam pipeline options and go to PipelineOptions unchanged, once Beam knows them.
+know are Beam pipeline options and go to PipelineOptions unchanged, provided some Beam option
+takes them (pipeline/beam_args.py: else the command stops on the mistyped flag).
 
 Nothing heavy is imported here: `--help` and the commands that read an output start without
 Beam or TensorFlow; each command imports what it needs when it runs (docs/cli.md).
@@ -136,6 +137,12 @@ def _no_empty_error_sink_warning(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("No shards found to finalize")
 
 
+def _no_traceback(record: logging.LogRecord) -> bool:
+    """Beam logs the traceback of an exception in a step before the runner raises it; the
+    command reports the failure once, on one line (the traceback with --debug)."""
+    return record.exc_info is None
+
+
 def _unknown(args: Sequence[str], parser: argparse.ArgumentParser, command: str) -> str:
     """The usage error for arguments nobody takes: the first, and the flag it may have meant."""
     arg = args[0]
@@ -156,6 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     command = args.command
     sub = args.parser  # the command's own parser
+    steps = logging.getLogger("apache_beam.runners.common")
+    if args.debug:
+        steps.removeFilter(_no_traceback)
+    else:
+        steps.addFilter(_no_traceback)
     if command in ("convert", "plan"):
         from pipeline.beam_args import unknown_beam_args  # imports Beam's options
 

@@ -49,9 +49,13 @@ def one_line(message: str) -> str:
 
 def print_error(err: BaseException, debug: bool = False, context: str = "") -> str:
     """Print `tfrecord-etl: error: <context><message>` on stderr, after the traceback of `err`
-    when `debug`; return the message (what the JSON summary line says)."""
+    when `debug` (without it, an error that is not the user's says so); return the message
+    (what the JSON summary line says)."""
     if debug:
         traceback.print_exception(err, file=sys.stderr)
     message = context + one_line(str(err))
-    print(PREFIX + message, file=sys.stderr, flush=True)
+    hint = ""
+    if not debug and not isinstance(err, USER_ERRORS):  # a fault of the program: where is it?
+        hint = f" ({type(err).__name__}; --debug shows the traceback)"
+    print(PREFIX + message + hint, file=sys.stderr, flush=True)
     return message

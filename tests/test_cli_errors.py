@@ -234,21 +234,24 @@ def test_debug_shows_the_traceback(tmp_path):
     assert err.splitlines()[-1].startswith("tfrecord-etl: error: ")
 
 
-def test_the_console_sees_one_line(tmp_path):
-    """The whole process: stderr is the one line, stdout the JSON summary line."""
+def test_a_failed_job_is_one_line_on_the_console(tmp_path):
+    """The whole process, a job that fails on its bad rows: Beam logs the step's traceback, the
+    command prints only its one line (and the summary line, status failed)."""
+    source = write(tmp_path / "bad.csv", "id,x\n1,2.5\n2,abc\n3,4\n")
+    config = write(tmp_path / "c.yaml", "csv: {column_types: {x: double}}\n")
+    argv = ["convert", "--input", source, "--config", config, "--output", str(tmp_path / "o")]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", "verify", str(tmp_path)],
+        [sys.executable, "-m", "pipeline", *argv],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2
-    manifest = tmp_path / "manifest.json"
-    assert proc.stderr == (
-        f"tfrecord-etl: error: {manifest}: no manifest; the directory is not a complete "
-        "tfrecord-etl output\n"
-    )
-    (line,) = proc.stdout.splitlines()
-    assert json.loads(line)["status"] == "invalid"
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("tfrecord-etl: error: the job failed: 1 bad row(s) of 3"), line
+    assert "row 1: column 'x': cannot convert 'abc' to double" in line
+    summary = json.loads(proc.stdout.splitlines()[-1])
+    assert summary["status"] == "failed" and summary["exit_code"] == 1
+    assert not (tmp_path / "o" / "manifest.json").exists()

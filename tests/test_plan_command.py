@@ -43,12 +43,27 @@ def test_parquet_figures_from_the_footers(tmp_path):
     assert write["output"] == str(out) and write["write"] == "rolling"
     assert write["splits"]["train"]["rows"] == 2000 and write["splits"]["train"]["shards"] == 1
     assert not out.exists()  # nothing written, not even the directory
-    # the estimate against the run: within a quarter of the bytes convert writes
-    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", out])
+
+
+def test_rolling_estimate_against_the_run(tmp_path):
+    """Small shards of two splits: the files each split gets, as the run then writes them, and
+    the bytes within a quarter."""
+    config = tmp_path / "job.yaml"
+    config.write_text("splits: {train: 8, eval: 2}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["--config", config, "--input", SAMPLE_CSV, "--output", out, "--shard-mb", "0.05"]
+    summary = plan(*args)
+    assert summary["write"]["write"] == "rolling"
+    splits = summary["write"]["splits"]
+    assert splits["train"]["shards"] > 1
+    result = run_cli_captured(["convert", *args])
     assert result.code == 0, result.err
-    written = sum(p.stat().st_size for p in out.glob("train-*"))
-    assert abs(write["bytes"] - written) <= written / 4, (write["bytes"], written)
-    assert len(read_manifest(out)["splits"]["train"]["files"]) == 1
+    manifest = read_manifest(out)
+    for name in ("train", "eval"):
+        assert len(manifest["splits"][name]["files"]) == splits[name]["shards"], name
+    written = sum(p.stat().st_size for p in out.glob("*.tfrecord.gz"))
+    estimated = summary["write"]["bytes"]
+    assert abs(estimated - written) <= written / 4, (estimated, written)
 
 
 def test_splits_and_num_shards(tmp_path):
