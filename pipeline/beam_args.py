@@ -1,7 +1,7 @@
 """The flags `convert` and `plan` hand to Beam: which of them no Beam pipeline option takes.
 
 Beam itself only logs a warning for a flag it does not know and drops it, so a mistyped flag
-(`--num-shard 3`, `--runer DataflowRunner`) would run the job without it. The command line
+(`--num-shrads 3`, `--runer DataflowRunner`) would run the job without it. The command line
 stops on such a flag before anything is read or written: this module finds them the way Beam
 parses its options (every `PipelineOptions` class registers its flags; a runner's own options
 class is registered once its module is imported, as Beam does when it makes the runner).
