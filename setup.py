@@ -29,6 +29,7 @@ setup(
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
         "numba>=0.60",
         "numpy>=1.26",
+        "protobuf>=4.25",  # imported directly: tf.train.Example's classes (inspect, verify)
         "pyarrow>=14",
         "pyyaml>=6",
     ],

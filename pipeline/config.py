@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.errors import ConfigError, closest
 from pipeline.flags import scalar_options
 from transforms.encode.schema import NULL_POLICIES, ColumnOptions
 from transforms.preprocess.chain import parse_steps
@@ -32,10 +33,6 @@ __all__ = [
     "config_to_json",
     "load_config",
 ]
-
-
-class ConfigError(ValueError):
-    """A config value that is missing, unknown or of the wrong type; names the file and key."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +163,13 @@ def _shuffle(source: str, raw: Any) -> tuple[str, ...] | bool:
     raise ConfigError(f"{source}: key 'shuffle': expected true, false or a list of split names")
 
 
+def _hint(key: str) -> str:
+    """What an unknown key may have meant: the closest known key, or every known key."""
+    known = sorted([*_SCALARS, *_STRUCTURED])
+    near = closest(str(key), known)
+    return f"; did you mean {near!r}?" if near else f" (known: {known})"
+
+
 def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
@@ -202,9 +206,16 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 )
             out[key] = value
         else:
-            known = sorted([*_SCALARS, *_STRUCTURED])
-            raise ConfigError(f"{source}: key {key!r} is unknown (known: {known})")
+            raise ConfigError(f"{source}: key {key!r} is unknown{_hint(key)}")
     return out
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error on one line: where, and what the parser met."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    return f"{where}not valid YAML: {problem} (check the indentation and quoting there)"
 
 
 def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
@@ -217,7 +228,7 @@ def load_config(path: str | None, flags: Mapping[str, Any]) -> JobConfig:
         except OSError as err:
             raise ConfigError(f"{path}: cannot read the config: {err}") from err
         except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
+            raise ConfigError(f"{path}: {_yaml_problem(err)}") from err
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{path}: the config must be a mapping of keys to values")
         values.update(_from_mapping(path, raw))

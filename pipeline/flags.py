@@ -13,9 +13,9 @@ import dataclasses
 from typing import Any
 
 from transforms.read.inputs import FORMATS
-from transforms.write.beam import SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 from transforms.write.layout import LAYOUTS
+from transforms.write.names import SINKS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
 

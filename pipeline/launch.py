@@ -1,4 +1,5 @@
-"""Running a command: the launcher behind `tfrecord-etl convert`, `verify` and `inspect`.
+"""Running a job: the launcher behind `tfrecord-etl convert` (`plan`, `inspect` and `verify` are
+in pipeline/commands.py).
 
 `convert`: the config (file and flags), Beam's options, the plan (pipeline/plan.py, which writes
 nothing), the output's lease (pipeline/lease.py: one run at a time), clearing the output, the
@@ -10,8 +11,6 @@ run ends, unless the job was submitted and not waited for (the job removes it wh
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from pipeline.dataflow import (
     runner_name,
     write_job_file,
 )
+from pipeline.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_error
 from pipeline.follow import announce, follow
 from pipeline.joblog import JobLog, job_log
 from pipeline.lease import Lease, acquire_lease, release_lease
@@ -45,16 +45,13 @@ from pipeline.output_dir import clear_leftovers, clear_previous_output
 from pipeline.plan import JobPlan, plan_job
 from pipeline.progress import ProgressWatch, planned_rows
 from pipeline.schedule import apply_date, parse_date, run_summary, summary_line
-from pipeline.verify.inspect import inspect_path
 
-__all__ = ["DEFAULT_RUNNER", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "convert", "inspect", "verify"]
+__all__ = ["DEFAULT_RUNNER", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "convert"]
 
 # Beam's DirectRunner (2.68+) first downloads a Prism binary from the network. FnApiRunner is
 # Beam's in-process portable runner: same semantics, nothing fetched.
 DEFAULT_RUNNER = "FnApiRunner"
 DASK_RUNNER = "pipeline.dask_runner.DaskRunner"
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 # Beam's own DaskRunner leaves gaps the job falls into (pipeline/dask_runner.py closes them):
@@ -189,8 +186,8 @@ def _convert(
     except (ValueError, OSError) as err:
         if lease is not None:
             _release(lease, options)
-        print(f"tfrecord-etl: error: {err}", file=sys.stderr)
-        return report(EXIT_USAGE, "invalid", error=str(err))
+        message = print_error(err, args.debug)
+        return report(EXIT_USAGE, "invalid", error=message)
     job = {
         "runner": runner_name(options),
         "job_name": options.view_as(GoogleCloudOptions).job_name,
@@ -227,71 +224,10 @@ def _convert(
         if result.state != PipelineState.DONE:
             raise RuntimeError(f"the runner ended the job in state {result.state}")
     except Exception as err:  # the runner's failure: report it, exit non-zero, no manifest
-        print(f"tfrecord-etl: error: the job failed: {err}", file=sys.stderr)
+        print_error(err, args.debug, context="the job failed: ")
         return report(EXIT_FAILED, "failed", **job, error=str(err))
     finally:
         if not keep_lease:
             _release(lease, options)
     print(_summary(config.output, time.monotonic() - start))
     return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
-
-
-def inspect(args: argparse.Namespace) -> int:
-    """`tfrecord-etl inspect`: the report as indented JSON."""
-    try:
-        report = inspect_path(args.path, args.records)
-    except (ValueError, OSError) as err:
-        print(f"tfrecord-etl: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    print(json.dumps(report, indent=2, ensure_ascii=False))
-    return EXIT_OK
-
-
-def verify(args: argparse.Namespace) -> int:
-    """`tfrecord-etl verify`: the report (or --json), then the JSON summary line."""
-    start = time.monotonic()
-    # TensorFlow (to parse the records) is imported by this command only; without its C++ info
-    # lines on stderr.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from pipeline.verify.report import format_report
-    from pipeline.verify.run import SourceRequest, verify_output
-
-    request = None
-    if args.source is not None or args.config or args.sample:
-        fraction, count = args.sample or (None, None)
-        request = SourceRequest(tuple(args.source or ()), args.config, fraction, count, args.seed)
-
-    def summary(code: int, status: str, **extra: Any) -> dict[str, Any]:
-        return run_summary(
-            status=status,
-            exit_code=code,
-            seconds=time.monotonic() - start,
-            output=args.output,
-            command="verify",
-            **extra,
-        )
-
-    try:
-        if args.max_findings < 1:
-            raise ValueError(f"--max-findings must be at least 1, not {args.max_findings}")
-        report = verify_output(args.output, request, args.max_findings)
-        manifest = read_manifest(args.output)
-    except (ValueError, OSError) as err:
-        print(f"tfrecord-etl: error: {err}", file=sys.stderr)
-        print(summary_line(summary(EXIT_USAGE, "invalid", error=str(err))), flush=True)
-        return EXIT_USAGE
-    code = EXIT_OK if report.ok else EXIT_FAILED
-    result = report.to_json()
-    line = summary(
-        code,
-        result["result"],
-        manifest=manifest,
-        records_read=report.checked["records"]["per_split"],
-        finding_counts=result["finding_counts"],
-    )
-    if args.json:
-        print(summary_line({**line, **result}), flush=True)
-    else:
-        print(format_report(report))
-        print(summary_line(line), flush=True)
-    return code

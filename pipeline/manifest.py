@@ -16,10 +16,9 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
+from transforms import fs
 from transforms.confine import check_inside
-from transforms.encode.schema import FeatureSpec
+from transforms.encode.features import FeatureSpec
 
 __all__ = [
     "MANIFEST_NAME",
@@ -384,10 +383,12 @@ class Manifest:
 
 
 def manifest_path(output_dir: str) -> str:
-    return FileSystems.join(output_dir, MANIFEST_NAME)
+    return fs.join(output_dir, MANIFEST_NAME)
 
 
 def write_manifest(output_dir: str, manifest: Manifest) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
     path = manifest_path(output_dir)
     with FileSystems.create(path, mime_type="application/json") as f:
         f.write(json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode("utf-8"))
@@ -398,11 +399,11 @@ def read_manifest(output_dir: str, strict: bool = False) -> Manifest:
     """The manifest of the output in `output_dir`; FileNotFoundError when there is none,
     ValueError when it is malformed or of another version (see `Manifest.from_json`)."""
     path = manifest_path(output_dir)
-    if not FileSystems.exists(path):
+    if not fs.exists(path):
         raise FileNotFoundError(
             f"{path}: no manifest; the directory is not a complete tfrecord-etl output"
         )
-    with FileSystems.open(path) as f:
+    with fs.open_read(path) as f:
         try:
             data = json.loads(f.read().decode("utf-8"))
         except ValueError as err:

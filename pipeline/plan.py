@@ -86,6 +86,7 @@ class JobPlan:
     fit_split: str | None = None  # the split analyzers are fitted on; None: every row
     sequence: SequenceLayout | None = None  # SequenceExamples: context (`specs`) and steps
     sequence_buckets: int = 0  # a grouped sequence's buckets (transforms/sequence/spill.py)
+    input_bytes: int = 0  # the input files' bytes on disk
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -344,4 +345,5 @@ def plan_job(config: JobConfig) -> JobPlan:
         fit_split=fit_split,
         sequence=sequence,
         sequence_buckets=sequence_buckets(shards.estimated_bytes) if sequence else 0,
+        input_bytes=sum(sizes.values()),
     )

@@ -42,7 +42,7 @@ import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import Manifest, StoredFeature, read_manifest
-from transforms.encode.schema import BYTES, FLOAT, INT64
+from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
 
 __all__ = [
     "FLOAT64_BYTES",
@@ -58,8 +58,6 @@ __all__ = [
 PRESENT_SUFFIX = "__present"
 _READ_BUFFER = 1 << 20  # bytes each shard reader buffers
 _READ_BLOCK = 1024  # records a shard reader hands over at a time when shards are interleaved
-VALUES = "values"
-FLOAT64_BYTES = "float64_bytes"
 
 _KIND_DTYPES = {INT64: tf.int64, FLOAT: tf.float32, BYTES: tf.string}
 _KIND_DEFAULTS: dict[str, Any] = {INT64: 0, FLOAT: 0.0, BYTES: b""}

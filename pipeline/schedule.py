@@ -11,15 +11,18 @@ import datetime
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import ConfigError, JobConfig
-from pipeline.manifest import Manifest
+from pipeline.errors import ConfigError
+
+if TYPE_CHECKING:  # the summary of `verify` is made without the config's modules
+    from pipeline.config import JobConfig
+    from pipeline.manifest import Manifest
 
 __all__ = [
     "JOB",
     "apply_date",
-        "has_date_template",
+    "has_date_template",
     "parse_date",
     "render_date",
     "run_summary",

@@ -99,20 +99,26 @@ def local_run(tmp_path, source, *args) -> str:
     return str(out)
 
 
-SPLITS = ["--splits", "train=8,eval=2"]
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory) -> list[str]:
+    """Two splits, train and eval (a config key: there is no flag for it)."""
+    config = tmp_path_factory.mktemp("config") / "splits.yaml"
+    config.write_text("splits: {train: 8, eval: 2}\n", encoding="utf-8")
+    return ["--config", str(config)]
 
 
 @pytest.fixture(scope="module")
-def local_sample(tmp_path_factory) -> str:
+def local_sample(tmp_path_factory, splits) -> str:
     """The sample Parquet converted into a local directory: the clean run to compare with."""
-    return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *SPLITS)
+    return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *splits)
 
 
 @pytest.fixture(scope="module")
-def sample_out(gcs) -> str:
+def sample_out(gcs, splits) -> str:
     """The sample Parquet, uploaded, converted into gs://bucket/sample with two splits."""
     output = f"gs://{BUCKET}/sample"
-    convert("--input", upload(SAMPLE_PARQUET, "in/sample.parquet"), "--output", output, *SPLITS)
+    convert("--input", upload(SAMPLE_PARQUET, "in/sample.parquet"), "--output", output, *splits)
+    assert list(manifest_of(output)["splits"]) == ["train", "eval"]
     return output
 
 
@@ -124,10 +130,10 @@ def test_parquet_on_gs_equals_a_local_run(gcs, sample_out, local_sample):
     assert manifest_of(sample_out)["sources"] == [f"gs://{BUCKET}/in/sample.parquet"]
 
 
-def test_csv_on_gs_equals_a_local_run(gcs, tmp_path):
+def test_csv_on_gs_equals_a_local_run(gcs, tmp_path, splits):
     output = f"gs://{BUCKET}/csv"
-    convert("--input", upload(SAMPLE_CSV, "in/sample.csv"), "--output", output, *SPLITS)
-    local = local_run(tmp_path, SAMPLE_CSV, *SPLITS)
+    convert("--input", upload(SAMPLE_CSV, "in/sample.csv"), "--output", output, *splits)
+    local = local_run(tmp_path, SAMPLE_CSV, *splits)
     expected = records(local)
     assert records(output) == expected and sum(expected.values()) == 2000
     assert objects(gcs, output) == listed(output)
@@ -157,13 +163,13 @@ def test_bad_rows_land_in_errors_on_gs(gcs, tmp_path):
     assert sorted(e.features.feature["id"].int64_list.value[0] for e in examples) == [1, 3, 5]
 
 
-def test_overwrite_on_gs(gcs, sample_out, local_sample):
+def test_overwrite_on_gs(gcs, sample_out, local_sample, splits):
     source = f"gs://{BUCKET}/in/sample.parquet"
     output = f"gs://{BUCKET}/overwrite"
     convert("--input", source, "--output", output, "--num-shards", "3")
     refused = run_cli_captured(["convert", "--input", source, "--output", output])
     assert refused.code == 2 and "pass --overwrite" in refused.err
-    args = ["--num-shards", "2", "--overwrite", *SPLITS]
+    args = ["--num-shards", "2", "--overwrite", *splits]
     convert("--input", source, "--output", output, *args)
     assert objects(gcs, output) == listed(output)  # the 3 shards of the first run are gone
     assert manifest_of(output)["splits"]["train"]["files"] == [

@@ -21,6 +21,7 @@ from conftest import run_cli_captured
 
 from pipeline.manifest import Manifest
 from pipeline.reader import load_dataset
+from transforms import fs
 from transforms.confine import check_inside
 
 ESCAPES = ["../victim", "/etc/x", "gs://other/x", "file:///etc/x", "a/../../victim", "..\\victim"]
@@ -56,8 +57,16 @@ def work(base, tmp_path):
 
 @pytest.fixture
 def touched(monkeypatch):
-    """Every path handed to FileSystems.open/create/delete/exists/match and builtins.open."""
+    """Every path handed to FileSystems.open/create/delete/exists/match, to transforms/fs.py
+    and to builtins.open."""
     paths: list[str] = []
+
+    def recording(original):
+        def call(target, *args, **kwargs):
+            paths.append(str(target))
+            return original(target, *args, **kwargs)
+
+        return call
 
     def spy(name, original, many=False):
         def call(target, *args, **kwargs):
@@ -71,6 +80,9 @@ def touched(monkeypatch):
     spy("exists", FileSystems.exists)
     spy("delete", FileSystems.delete, many=True)
     spy("match", FileSystems.match, many=True)
+    # local paths that inspect and verify read without Beam (transforms/fs.py)
+    for name in ("exists", "match", "open_read"):
+        monkeypatch.setattr(fs, name, recording(getattr(fs, name)))
     real_open = builtins.open
 
     def recording_open(file, *args, **kwargs):

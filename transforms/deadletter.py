@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.encode.schema import ConversionError
+from transforms.write.names import ERRORS_DIR
 
 __all__ = [
     "BAD_TAG",
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 BAD_TAG = "bad"
-ERRORS_DIR = "_errors"
 _METRICS_NAMESPACE = "tfrecord_etl"
 _LOCATED = re.compile(r": row (\d+|\?): column '((?:[^'\\]|\\.)*)': ")
 

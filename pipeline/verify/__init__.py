@@ -9,4 +9,5 @@
 - `compare`, `pairs`: source against output, as multisets of digests, changed rows paired.
 - `report`: findings and the report's text.
 - `inspect`: the manifest summary and the first records, as JSON.
+- `example_pb`: tf.train.Example's message classes from protobuf alone (no TensorFlow).
 """

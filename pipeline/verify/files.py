@@ -9,14 +9,14 @@ import posixpath
 import re
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import BadRowFiles, Manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.frames import frame_blocks
 from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
-from transforms.deadletter import ERRORS_DIR
+from transforms import fs
+from transforms.write.names import ERRORS_DIR
 
 __all__ = ["check_counts", "check_listing", "read_errors", "read_records"]
 
@@ -30,9 +30,9 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
     for split, entry in manifest.splits.items():
         counts, indices = set(), set()
         for name in entry.files:
-            path = FileSystems.join(output, name)
+            path = fs.join(output, name)
             listed.update((name, posixpath.basename(name)))
-            if FileSystems.exists(path):
+            if fs.exists(path):
                 existing.add(path)
             else:
                 findings.add(
@@ -58,20 +58,19 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
                 )
             )
     patterns = [  # the flat and tfds layouts' shards, and the tfx layout's (by depth)
-        (FileSystems.join(output, "*-?????-of-?????*"), 1),
-        (FileSystems.join(output, "Split-*", "*-?????-of-?????*"), 2),
+        (fs.join(output, "*-?????-of-?????*"), 1),
+        (fs.join(output, "Split-*", "*-?????-of-?????*"), 2),
     ]
-    found = FileSystems.match([p for p, _ in patterns])
-    for result, (_, depth) in zip(found, patterns, strict=True):
-        for meta in result.metadata_list:
-            if "/".join(meta.path.replace("\\", "/").split("/")[-depth:]) in listed:
+    for pattern, depth in patterns:
+        for path in fs.match(pattern):
+            if "/".join(path.replace("\\", "/").split("/")[-depth:]) in listed:
                 continue
             findings.add(
                 Finding(
                     "stale",
-                    f"{meta.path}: named like a shard but not in the manifest "
+                    f"{path}: named like a shard but not in the manifest "
                     "(a reader globbing the directory would read it)",
-                    file=meta.path,
+                    file=path,
                 )
             )
     return existing
@@ -86,8 +85,8 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
         names.add(posixpath.basename(listed))
         # The manifest holds the path as written; only the file of that name beside this
         # manifest is read (the output may have been moved; a listed path elsewhere never is).
-        path = FileSystems.join(output, ERRORS_DIR, posixpath.basename(listed))
-        if not FileSystems.exists(path):
+        path = fs.join(output, ERRORS_DIR, posixpath.basename(listed))
+        if not fs.exists(path):
             findings.add(
                 Finding(
                     "bad_rows",
@@ -96,7 +95,7 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
                 )
             )
             continue
-        with FileSystems.open(path) as f:
+        with fs.open_read(path) as f:
             for number, line in enumerate(f.read().decode("utf-8").splitlines(), 1):
                 try:
                     rows.append(json.loads(line))
@@ -112,14 +111,13 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
                 f"error files, the manifest's bad_rows.count is {bad.count}",
             )
         )
-    pattern = FileSystems.join(output, ERRORS_DIR, "*.jsonl")
-    for meta in FileSystems.match([pattern])[0].metadata_list:
-        if posixpath.basename(meta.path) not in names:
+    for path in fs.match(fs.join(output, ERRORS_DIR, "*.jsonl")):
+        if posixpath.basename(path) not in names:
             findings.add(
                 Finding(
                     "stale",
-                    f"{meta.path}: an error file the manifest does not list",
-                    file=meta.path,
+                    f"{path}: an error file the manifest does not list",
+                    file=path,
                 )
             )
     return rows
@@ -220,7 +218,7 @@ def read_records(
     """One pass over every listed shard; the intact records per split."""
     per_split = {}
     for split, entry in manifest.splits.items():
-        paths = [FileSystems.join(output, name) for name in entry.files]
+        paths = [fs.join(output, name) for name in entry.files]
         per_split[split] = sum(
             _read_shard(p, split, manifest.compression, checker, comparison, findings)
             for p in paths

@@ -1,15 +1,16 @@
 """`tfrecord-etl inspect PATH`: the manifest summary and the first records as readable JSON, for
 an output directory or a single TFRecord file (also one this project did not write: the schema
-is then inferred from the records). Needs TensorFlow's protobuf for tf.train.Example."""
+is then inferred from the records). Records are decoded with protobuf's own classes of
+tf.train.Example (pipeline/verify/example_pb.py): no TensorFlow, and no Beam for a local path."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.manifest import manifest_path, read_manifest
+from pipeline.verify.example_pb import Example, SequenceExample
+from transforms import fs
 from transforms.write.tfrecord import read_records
 
 __all__ = ["inspect_path"]
@@ -25,9 +26,7 @@ def _value(v: Any) -> Any:
 
 
 def _example(record: bytes) -> dict[str, Any]:
-    from tensorflow.core.example import example_pb2
-
-    example = example_pb2.Example.FromString(record)
+    example = Example.FromString(record)
     out = {}
     for name in sorted(example.features.feature):
         feature = example.features.feature[name]
@@ -50,9 +49,7 @@ def _features(features: Any) -> dict[str, Any]:
 def _sequence_example(record: bytes) -> dict[str, Any]:
     """A SequenceExample: its context, and per feature list one entry per step (None for a
     step with no value, an empty Feature)."""
-    from tensorflow.core.example import example_pb2
-
-    example = example_pb2.SequenceExample.FromString(record)
+    example = SequenceExample.FromString(record)
     lists = {}
     for name in sorted(example.feature_lists.feature_list):
         steps = example.feature_lists.feature_list[name].feature
@@ -65,11 +62,9 @@ def _step_values(feature: Any) -> list[Any]:
 
 
 def _inferred_schema(records: list[dict[str, Any]], raw: list[bytes]) -> dict[str, Any]:
-    from tensorflow.core.example import example_pb2
-
     schema: dict[str, dict[str, Any]] = {}
     for record in raw:
-        example = example_pb2.Example.FromString(record)
+        example = Example.FromString(record)
         for name, feature in example.features.feature.items():
             entry = schema.setdefault(name, {"kind": None, "lengths": set(), "present": 0})
             kind = feature.WhichOneof("kind")
@@ -90,9 +85,9 @@ def _inferred_schema(records: list[dict[str, Any]], raw: list[bytes]) -> dict[st
 def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
     """A JSON-able report: for an output dir its manifest summary, else the schema inferred
     from the first records; and the first `limit` records of the file (or first shard)."""
-    if FileSystems.exists(manifest_path(path)):
+    if fs.exists(manifest_path(path)):
         manifest = read_manifest(path)
-        files = [FileSystems.join(path, f) for f in manifest.files()]
+        files = [fs.join(path, f) for f in manifest.files()]
         records: list[bytes] = []
         for f in files:
             records += list(read_records(f, limit - len(records)))
@@ -119,7 +114,7 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
             }
             parse = _sequence_example
         return {"path": path, "manifest": summary, "records": [parse(r) for r in records]}
-    if not FileSystems.exists(path):
+    if not fs.exists(path):
         raise FileNotFoundError(f"{path}: no such file, and no output directory with a manifest")
     raw = list(read_records(path, limit))
     records = [_example(r) for r in raw]

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 from google.protobuf.message import DecodeError
 from numba import njit
-from tensorflow.core.example import example_pb2
 
+from pipeline.verify.example_pb import Example
 from transforms.hashing import hash_ranges
 
 __all__ = ["entry_keys", "feature_presence"]
@@ -188,7 +188,7 @@ def feature_presence(
                 unknown.setdefault(key.decode("utf-8", "backslashreplace"), []).extend(rec[hit])
     for i in np.flatnonzero(~ok):  # what the walk could not follow: protobuf decides
         try:
-            keys = example_pb2.Example.FromString(records[i]).features.feature.keys()
+            keys = Example.FromString(records[i]).features.feature.keys()
         except DecodeError:
             continue  # not an Example at all: the parse reports it
         for key in keys:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
-from tensorflow.core.example import example_pb2
 
-from transforms.encode.schema import FeatureSpec
+from pipeline.verify.example_pb import Example
+from transforms.encode.features import FeatureSpec
 
 __all__ = ["ABSENT", "decode_record", "differences", "pair"]
 
@@ -32,7 +32,7 @@ def decode_record(data: bytes, specs: Mapping[str, FeatureSpec]) -> dict[str, An
     """A record's features as readable values (one value for a scalar, a list otherwise;
     keep_float64 bytes as the float64s they hold); None when it is not an Example."""
     try:
-        example = example_pb2.Example.FromString(data)
+        example = Example.FromString(data)
     except DecodeError:
         return None
     out: dict[str, Any] = {}

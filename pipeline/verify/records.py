@@ -6,28 +6,30 @@ record checked against the manifest's features.
 record; a bad length crc, a record cut short or a stream that does not decompress ends the file
 (nothing after it can be trusted).
 
-`RecordChecker` parses batches of records with `tf.io.parse_example` and the manifest's own spec
-(`pipeline.reader.parse_spec`): a wrong kind, a fixed-length feature of another length or a
-missing non-nullable feature fail the parse; the lengths of ragged features are checked against
-the shapes; each record's feature keys (`keys.feature_presence`) give the features the
-manifest does not list and, per feature, the records it is absent from (its null count).
+`RecordChecker` clears the plainly valid records with a compiled check (scan.py) and parses the
+others with `tf.io.parse_example` and the manifest's own spec (`pipeline.reader.parse_spec`;
+TensorFlow is imported for the first of them): a wrong kind, a fixed-length feature of another
+length or a missing non-nullable feature fail the parse; the lengths of ragged features are
+checked against the shapes; each record's feature keys (`keys.feature_presence`) give the
+features the manifest does not list and, per feature, the records it is absent from (its null
+count).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from pipeline.manifest import StoredFeature
-from pipeline.reader import FLOAT64_BYTES, parse_spec
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
+from transforms.encode.features import FLOAT64_BYTES
 from transforms.write import tfrecord
 
 __all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
@@ -81,7 +83,6 @@ class RecordChecker:
 
     def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
         self.features = list(features)
-        self.spec = parse_spec(self.features)
         self.order = [f.name for f in self.features]
         self.findings = findings
         self.records = 0  # records checked
@@ -89,6 +90,14 @@ class RecordChecker:
         self.first_absent: dict[str, str] = {}  # feature -> "file: record i"
         self.unknown: dict[str, list] = {}  # key not in the manifest -> [count, first place]
         self.table = feature_table(self.features)
+
+    @functools.cached_property
+    def spec(self) -> dict[str, Any]:
+        """The manifest's `tf.io.parse_example` spec: TensorFlow is imported for the first
+        record the compiled check does not clear, not before."""
+        from pipeline.reader import parse_spec
+
+        return parse_spec(self.features)
 
     def check_block(
         self, path: str, pieces: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
@@ -119,6 +128,8 @@ class RecordChecker:
         self._keys(path, records, indices)
 
     def _parse(self, path: str, records: list[bytes], indices: list[int]) -> None:
+        import tensorflow as tf
+
         try:
             parsed = tf.io.parse_example(tf.constant(records, tf.string), self.spec)
         except tf.errors.InvalidArgumentError as err:
@@ -142,6 +153,8 @@ class RecordChecker:
             self._shape(path, f, parsed[f.name], indices)
 
     def _shape(self, path: str, f: StoredFeature, value: Any, indices: list[int]) -> None:
+        import tensorflow as tf
+
         problems: list[tuple[int, str]] = []
         if isinstance(value, tf.RaggedTensor):
             lengths = value.row_lengths().numpy()

@@ -17,12 +17,10 @@ import dataclasses
 import json
 import posixpath
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.config import ConfigError, JobConfig
-from pipeline.drift import SchemaDriftError, check_drift
 from pipeline.manifest import Manifest, SplitRule, manifest_path, read_manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.files import (
@@ -34,15 +32,13 @@ from pipeline.verify.files import (
 from pipeline.verify.pairs import decode_record, differences, pair
 from pipeline.verify.records import RecordChecker
 from pipeline.verify.report import Finding, Findings, VerifyReport
-from pipeline.verify.source import (
-    RowSelect,
-    SourcePlan,
-    expected_records,
-    plan_source,
-    sample_rows,
-    source_config,
-)
-from transforms.read.files import InputError
+
+if TYPE_CHECKING:
+    from pipeline.config import JobConfig
+    from pipeline.verify.source import RowSelect, SourcePlan
+
+# The source side (pipeline/verify/source.py: the config, the plan, the readers, and with them
+# Beam's filesystems) is imported when a source is compared, not for a check of the output alone.
 
 __all__ = ["SourceRequest", "verify_output"]
 
@@ -82,6 +78,8 @@ def _derive(
     findings: Findings,
 ) -> tuple[Comparison, dict[str, int]]:
     """The expected records (every row, or the sample) against the run's bad rows."""
+    from pipeline.verify.source import expected_records
+
     config = plan.job.config
     names = [n for n, _ in config.splits]
     comparison = Comparison(names, full=select is None)
@@ -266,6 +264,8 @@ def _report_comparison(plan: SourcePlan, comparison: Comparison, findings: Findi
 
 def _records_of(plan: SourcePlan, wanted: dict[str, set[int]]) -> dict[tuple[str, int], bytes]:
     """The records of some source rows, derived again (only their files are read)."""
+    from pipeline.verify.source import expected_records
+
     work = tuple(w for w in plan.job.work if w.path in wanted)
     again = dataclasses.replace(plan, job=dataclasses.replace(plan.job, work=work))
     arrays = {path: np.array(sorted(rows), np.int64) for path, rows in wanted.items()}
@@ -283,6 +283,8 @@ def _records_of(plan: SourcePlan, wanted: dict[str, set[int]]) -> dict[tuple[str
 
 def _check_split_config(config: JobConfig, manifest: Manifest, origin: str) -> None:
     """ConfigError unless the config splits rows as the run did (names, weights, key, salt)."""
+    from pipeline.config import ConfigError
+
     split = manifest.split or SplitRule({"train": 1})
     ours = {"weights": list(config.splits), "key": config.split_key, "salt": config.split_salt}
     theirs = {
@@ -309,6 +311,10 @@ def verify_output(
     findings = Findings(limit)
     plan, origin, select, fraction = None, None, None, None
     if source is not None:
+        from pipeline.drift import SchemaDriftError, check_drift
+        from pipeline.verify.source import plan_source, sample_rows, source_config
+        from transforms.read.files import InputError
+
         config, origin = source_config(output, manifest, source.inputs, source.config)
         _check_split_config(config, manifest, origin)
         try:

@@ -23,8 +23,8 @@ import numpy as np
 from numba import njit
 
 from pipeline.manifest import StoredFeature
-from pipeline.reader import FLOAT64_BYTES
 from pipeline.verify.keys import _varint
+from transforms.encode.features import FLOAT64_BYTES
 
 __all__ = ["FeatureTable", "feature_table", "scan_records"]
 

@@ -1,6 +1,7 @@
 """Encoding: Arrow batches -> serialized tf.train.Example records.
 
-- `schema`: the Arrow type -> feature mapping (`FeatureSpec`, `ColumnOptions`, `plan_features`).
+- `features`: what a feature is, without Arrow (`FeatureSpec`, `ColumnOptions`, the kinds).
+- `schema`: the Arrow type -> feature mapping (`plan_features`).
 - `columns`: a column prepared for the kernel (values, row offsets, valid mask).
 - `kernel/`: the compiled (numba) column-wise encoder: `example` (the entry point), `layout`
   (the first pass: how each column is written, every record's size), `wire` (protobuf wire

@@ -17,6 +17,7 @@ lower levels). A config therefore reads the input 1 + (number of levels) times: 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -101,7 +102,9 @@ def _parse_one(index: int, entry: Any, source: str) -> StepConfig:
         raise error("", "expected a one-key mapping, step name -> parameters")
     ((kind, raw),) = entry.items()
     if kind not in KINDS:
-        raise error("", f"unknown step {kind!r} (known: {', '.join(sorted(KINDS))})")
+        near = difflib.get_close_matches(str(kind), list(KINDS), n=1, cutoff=0.7)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise error("", f"unknown step {kind!r} ({hint}known: {', '.join(sorted(KINDS))})")
     raw = {} if raw is None else raw
     if not isinstance(raw, Mapping):
         raise error(f".{kind}", "expected a mapping of parameters")

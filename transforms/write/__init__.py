@@ -10,4 +10,5 @@
 - `spill`: spill files of the grouped write (records stay out of the GroupByKey; bucket refs).
 - `finalize`: temp files renamed into place, idempotently.
 - `beam`: `WriteShards`.
+- `names`: the sink names and the bad-row directory, without Beam (for the command line).
 """

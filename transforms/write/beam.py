@@ -32,6 +32,7 @@ from transforms.write.compression import (
 from transforms.write.files import ShardFile
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped import ToShardsFn, WriteShardFn
+from transforms.write.names import SINKS
 from transforms.write.rolling import RollingWriteFn
 from transforms.write.spill import buckets_per_shard
 
@@ -45,7 +46,6 @@ __all__ = [
     "gzip_compressor",
 ]
 
-SINKS = ("blocks", "tfrecordio")
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
 DEFAULT_TARGET_BYTES = 128 << 20
 

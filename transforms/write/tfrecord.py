@@ -18,9 +18,9 @@ import zlib
 from collections.abc import Iterator
 
 import google_crc32c
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
+
+from transforms import fs
 
 __all__ = [
     "FOOTER_BYTES",
@@ -78,7 +78,7 @@ class StreamError(Exception):
 
 def decompressed_chunks(path: str, compression: str) -> Iterator[bytes]:
     """The decompressed bytes of a file, a chunk at a time."""
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    raw = fs.open_read(path)
     with raw:
         if compression == "none":
             while chunk := raw.read(_CHUNK):

@@ -1,0 +1,129 @@
+"""`tfrecord-etl plan`: what convert would read and write, from the plan alone; nothing written.
+Its figures against the footers, the files on disk and the runs of convert with the same flags."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import SAMPLE_CSV, SAMPLE_PARQUET, read_manifest, run_cli_captured
+
+
+def plan(*args) -> dict:
+    result = run_cli_captured(["plan", *args, "--json"])
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def tree(path: Path) -> dict[str, int]:
+    """Every file under `path` with its size (the mtime of a rewrite could tie)."""
+    return {str(p.relative_to(path)): p.stat().st_size for p in path.rglob("*") if p.is_file()}
+
+
+def test_parquet_figures_from_the_footers(tmp_path):
+    out = tmp_path / "out"
+    summary = plan("--input", SAMPLE_PARQUET, "--output", out)
+    meta = pq.read_metadata(SAMPLE_PARQUET)
+    read = summary["read"]
+    assert read == {
+        "format": "parquet",
+        "files": 1,
+        "row_groups": meta.num_row_groups,
+        "rows": 2000,
+        "rows_exact": True,
+        "bytes": os.path.getsize(SAMPLE_PARQUET),
+        "passes": 1,
+    }
+    assert summary["work"]["work_items"] == meta.num_row_groups
+    write = summary["write"]
+    assert write["output"] == str(out) and write["write"] == "rolling"
+    assert write["splits"]["train"]["rows"] == 2000 and write["splits"]["train"]["shards"] == 1
+    assert not out.exists()  # nothing written, not even the directory
+
+
+def test_rolling_estimate_against_the_run(tmp_path):
+    """Small shards of two splits: the files each split gets, as the run then writes them, and
+    the bytes within a quarter."""
+    config = tmp_path / "job.yaml"
+    config.write_text("splits: {train: 8, eval: 2}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["--config", config, "--input", SAMPLE_CSV, "--output", out, "--shard-mb", "0.05"]
+    summary = plan(*args)
+    assert summary["write"]["write"] == "rolling"
+    splits = summary["write"]["splits"]
+    assert splits["train"]["shards"] > 1
+    result = run_cli_captured(["convert", *args])
+    assert result.code == 0, result.err
+    manifest = read_manifest(out)
+    for name in ("train", "eval"):
+        assert len(manifest["splits"][name]["files"]) == splits[name]["shards"], name
+    written = sum(p.stat().st_size for p in out.glob("*.tfrecord.gz"))
+    estimated = summary["write"]["bytes"]
+    assert abs(estimated - written) <= written / 4, (estimated, written)
+
+
+def test_splits_and_num_shards(tmp_path):
+    config = tmp_path / "job.yaml"
+    config.write_text("splits: {train: 8, eval: 2}\nnum_shards: 3\n", encoding="utf-8")
+    summary = plan("--config", config, "--input", SAMPLE_PARQUET, "--output", tmp_path / "o")
+    splits = summary["write"]["splits"]
+    assert list(splits) == ["train", "eval"]
+    assert splits["train"]["rows"] == 1600 and splits["eval"]["rows"] == 400
+    assert splits["train"]["shards"] == 3 and splits["eval"]["shards"] == 3
+    assert summary["write"]["write"] == "grouped"
+    total = summary["write"]["bytes"]
+    assert abs(splits["train"]["bytes"] - 4 * splits["eval"]["bytes"]) <= 4
+    assert abs(splits["train"]["bytes"] + splits["eval"]["bytes"] - total) <= 2
+
+
+def test_csv_rows_are_estimated(tmp_path):
+    summary = plan("--input", SAMPLE_CSV, "--output", tmp_path / "o")
+    read = summary["read"]
+    assert read["format"] == "csv" and read["row_groups"] is None
+    assert read["rows_exact"] is False
+    assert 1800 <= read["rows"] <= 2200  # from the bytes per row of the first MiBs
+
+
+def test_many_row_groups_and_files_the_text(tmp_path):
+    table = pa.table({"id": range(1000), "name": [f"n{i}" for i in range(1000)]})
+    for i in range(3):
+        pq.write_table(table, tmp_path / f"part-{i}.parquet", row_group_size=250)
+    out = tmp_path / "out"
+    result = run_cli_captured(["plan", "--input", tmp_path / "*.parquet", "--output", out])
+    assert result.code == 0, result.err
+    text = result.out
+    assert "3 parquet file(s), 12 row group(s), 3,000 rows" in text
+    assert "12 work item(s)" in text
+    assert "nothing was written" in text
+    assert not out.exists()
+
+
+def test_plan_deletes_nothing_of_an_existing_output(tmp_path):
+    """convert --overwrite would clear it; plan with the same flags leaves every byte."""
+    out = tmp_path / "out"
+    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", out])
+    assert result.code == 0, result.err
+    (out / "train-00000-of-00009.tfrecord.gz").write_bytes(b"left by an unfinished run")
+    before = tree(out)
+    summary = plan("--input", SAMPLE_PARQUET, "--output", out, "--overwrite")
+    assert summary["read"]["rows"] == 2000
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--input", "nope/*.parquet"], "no file matches this input"),
+        (["--input", str(SAMPLE_PARQUET), "--date", "2026-02-30"], "--date '2026-02-30'"),
+    ],
+)
+def test_user_errors(tmp_path, args, text):
+    result = run_cli_captured(["plan", *args, "--output", tmp_path / "o"])
+    assert result.code == 2
+    assert result.err.startswith("tfrecord-etl: error: ") and text in result.err
+    assert result.out == ""
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,96 @@
+"""Start-up of the command line without timing it: which modules each command imports (no Beam
+or TensorFlow where the command does not need them), and the TensorFlow-free Example classes
+`inspect` and `verify` decode records with. The times themselves: bench/startup.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from conftest import REPO, SAMPLE_PARQUET, run_cli_captured
+
+from pipeline.verify.example_pb import Example
+from transforms.write.tfrecord import read_records
+
+HEAVY = ("apache_beam", "tensorflow")
+
+# One process runs the commands in turn and, after each, says which of the heavy packages it
+# has imported by then (so the later lists include the earlier ones).
+_PROBE = """
+import contextlib, io, json, sys
+from pipeline.cli import main
+
+def loaded():
+    names = ("apache_beam", "tensorflow", "pyarrow", "numba", "yaml")
+    return sorted(n for n in names if n in sys.modules)
+
+seen = {}
+for name, argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as exit:
+            code = exit.code
+    seen[name] = {"code": code, "modules": loaded()}
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("startup") / "out"
+    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", out])
+    assert result.code == 0, result.err
+    return out
+
+
+def probe(commands: list[tuple[str, list[str]]]) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(commands)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_help_inspect_verify_import_neither_beam_nor_tensorflow(output):
+    (shard,) = sorted(output.glob("train-*"))
+    seen = probe(
+        [
+            ("help", ["--help"]),
+            ("convert help", ["convert", "--help"]),
+            ("inspect", ["inspect", str(output)]),
+            ("inspect shard", ["inspect", str(shard), "-n", "3"]),
+            ("verify", ["verify", str(output)]),
+        ]
+    )
+    assert {name: s["code"] for name, s in seen.items()} == dict.fromkeys(seen, 0)
+    assert seen["help"]["modules"] == []  # nor pyarrow, numba or yaml
+    assert seen["convert help"]["modules"] == []
+    assert seen["inspect"]["modules"] == []  # nor pyarrow and numpy: the manifest is Arrow-free
+    assert seen["inspect shard"]["modules"] == []
+    assert not set(HEAVY) & set(seen["verify"]["modules"]), seen["verify"]
+
+
+def test_example_classes_parse_as_tensorflow(output):
+    """Every record of the sample's output: the same message as tf.train.Example's, and the
+    same bytes when serialized again."""
+    (shard,) = sorted(output.glob("train-*"))
+    records = list(read_records(str(shard), 10_000))
+    assert len(records) == 2000
+    for record in records:
+        ours, theirs = Example.FromString(record), tf.train.Example.FromString(record)
+        again = ours.SerializeToString(deterministic=True)
+        assert again == theirs.SerializeToString(deterministic=True)
+        assert tf.train.Example.FromString(again) == theirs
+        kinds = {k: f.WhichOneof("kind") for k, f in ours.features.feature.items()}
+        assert kinds == {k: f.WhichOneof("kind") for k, f in theirs.features.feature.items()}

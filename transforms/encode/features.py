@@ -1,0 +1,95 @@
+"""What an Example feature is, without pyarrow: `FeatureSpec` (how a column is written and
+restored: the contract the manifest stores), `ColumnOptions`, the kinds and encodings, and the
+errors of the mapping. `transforms/encode/schema.py` maps Arrow types onto them; the manifest,
+`inspect` and `verify` read them without importing Arrow."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "BYTES",
+    "FLOAT",
+    "FLOAT64_BYTES",
+    "INT64",
+    "NULL_POLICIES",
+    "VALUES",
+    "ColumnOptions",
+    "ConversionError",
+    "FeatureSpec",
+    "SchemaError",
+]
+
+NULL_POLICIES = ("omit", "default", "fail")
+
+# Example kinds.
+INT64 = "int64"
+FLOAT = "float"
+BYTES = "bytes"
+
+# Encodings (FeatureSpec.encoding): one Example value per element, or a row's float64s as bytes.
+VALUES = "values"
+FLOAT64_BYTES = "float64_bytes"
+
+
+class SchemaError(ValueError):
+    """A column whose type or options have no Example mapping (found at construction)."""
+
+
+class ConversionError(ValueError):
+    """A value that cannot be written (found at run time); names file, row and column."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnOptions:
+    """Per-column options from the config's `columns:` section."""
+
+    null_policy: str = "omit"  # omit | default | fail
+    default: Any = None  # the value written for a null under null_policy=default
+    keep_float64: bool = False  # write float64 values exactly, as raw little-endian bytes
+    shape: tuple[int, ...] | None = None  # fixed shape for list columns (dim 0 may be -1)
+    type: str | None = None  # the Arrow type of a partition key or a JSON Lines field
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One Example feature: how it is written and how the reader restores it.
+
+    name: the feature key (struct leaves are `parent.child`).
+    path: the field path in the Arrow table.
+    kind: the Example list kind: int64 | float | bytes.
+    dtype: the dtype the reader restores (a tf.dtypes name: int32, bool, float64, string, ...).
+    shape: () for a scalar, (d0, d1, ...) for a fixed array (d0 may be -1: variable outer length),
+        None for a variable-length list.
+    encoding: "values" (one Example value per element) or "float64_bytes" (the row's float64
+        elements as one little-endian bytes value).
+    source_type: the Arrow type of the column, as text.
+    unit: timestamp unit (and zone) or "days" for dates; None otherwise.
+    """
+
+    name: str
+    path: tuple[str, ...]
+    kind: str
+    dtype: str
+    shape: tuple[int, ...] | None
+    encoding: str
+    source_type: str
+    null_policy: str = "omit"
+    default: Any = None
+    unit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["path"] = list(self.path)
+        out["shape"] = None if self.shape is None else list(self.shape)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FeatureSpec:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["path"] = tuple(kwargs["path"])
+        kwargs["shape"] = None if kwargs.get("shape") is None else tuple(kwargs["shape"])
+        return cls(**kwargs)
