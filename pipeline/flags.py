@@ -12,10 +12,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from transforms.read.inputs import FORMATS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
-from transforms.write.layout import LAYOUTS
-from transforms.write.names import SINKS
+from transforms.write.names import FORMATS, LAYOUTS, SINKS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
 

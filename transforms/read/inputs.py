@@ -27,10 +27,10 @@ from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
 from transforms.read.parquet_reader import parquet_footers, schema_difference
+from transforms.write.names import FORMATS
 
 __all__ = ["FORMATS", "detect_format", "input_schema", "match_input_files", "match_inputs"]
 
-FORMATS = ("parquet", "csv", "jsonl")
 _JSONL = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 
 

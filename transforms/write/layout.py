@@ -16,6 +16,7 @@ from __future__ import annotations
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.write.compression import file_suffix
+from transforms.write.names import DEFAULT_LAYOUT, LAYOUTS
 
 __all__ = [
     "DEFAULT_LAYOUT",
@@ -28,8 +29,6 @@ __all__ = [
     "shard_suffix",
 ]
 
-LAYOUTS = ("flat", "tfds", "tfx")
-DEFAULT_LAYOUT = "flat"
 TFX_SPLIT_DIR = "Split-{split}"  # the directory of a split in a TFX Examples artifact
 TFX_SHARD_NAME = "data_tfrecord"  # the shard prefix ExampleGen writes
 _TFX_SUFFIX = {"gzip": ".gz"}
