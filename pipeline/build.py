@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -19,6 +19,7 @@ from pipeline.lease import check_lease, release_lease
 from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
 from pipeline.output_dir import remove_empty_dir
 from pipeline.plan import JobPlan
+from pipeline.schema_pbtxt import write_output_schema
 from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
 from transforms.encode.records import BatchStats
@@ -27,6 +28,7 @@ from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.read.beam import ReadTable
 from transforms.read.files import InputError
 from transforms.split.beam import AssignSplits, KeepSplit
+from transforms.stats.beam import ComputeStatistics, WriteStatistics
 from transforms.write.beam import WriteShards
 from transforms.write.files import ShardFile
 
@@ -43,6 +45,7 @@ def _finish(
     temp_dir: str,
     run_id: str | None,
     transform_files: Sequence[str] = (),
+    statistics: Mapping[str, str] | None = None,
 ) -> str:
     """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
 
@@ -95,7 +98,11 @@ def _finish(
         # The effective config (inputs as matched, format as detected): enough to derive the
         # records again from the source (tfrecord-etl verify).
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
+        statistics=statistics,
     )
+    artifacts = transform_dir(config.output) if transform_files else None
+    schema = write_output_schema(config.output, manifest, plan.preprocess, artifacts)
+    manifest = dataclasses.replace(manifest, schema=schema)
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit
     path = write_manifest(config.output, manifest)
@@ -151,8 +158,17 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
         )  # str: path of a statistics or vocabulary file
         transform_files.append(beam.pvalue.AsList(written))
     encoded = batches | "EncodeExamples" >> EncodeExamples(
-        conversion
-    )  # records (or one output per split): EncodedBatch; stats: BatchStats
+        conversion, tables=config.stats
+    )  # records (or one output per split): EncodedBatch; stats: BatchStats; tables (with stats)
+    statistics = {}  # side input of WriteManifest: {split: statistics file}
+    if config.stats:
+        split_stats = encoded.tables | "ComputeStatistics" >> ComputeStatistics(
+            plan.specs
+        )  # (split, SplitStats): (split, TableBatch) of the encoded rows, merged per split
+        written = split_stats | "WriteStatistics" >> WriteStatistics(
+            config.output, [name for name, _ in config.splits], plan.specs
+        )  # one {split: path relative to the output}
+        statistics["statistics"] = beam.pvalue.AsSingleton(written)
     temp_dir = FileSystems.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
     shards = []
     for name, _ in config.splits:
@@ -196,5 +212,6 @@ def build_pipeline(p: beam.Pipeline, plan: JobPlan, run_id: str | None = None) -
             temp_dir,
             run_id,
             *transform_files,
+            **statistics,
         )
     )

@@ -55,6 +55,7 @@ class JobConfig:
     shuffle: tuple[str, ...] = ()  # the splits written in a seeded global shuffle
     shuffle_seed: int = 0
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
+    stats: bool = True  # feature statistics per split (transforms/stats/)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""

@@ -100,6 +100,13 @@ OPTIONS: tuple[Option, ...] = (
         "a previous manifest (or output dir): fail before writing if a column disappeared "
         "or changed type",
     ),
+    Option(
+        "stats",
+        (bool,),
+        "feature statistics per split (statistics/<split>/FeatureStats.pb), computed as the "
+        "job encodes; default true, --stats=false turns them off",
+        "bool",
+    ),
 )
 
 

@@ -158,6 +158,13 @@ def _check_confined(path: str, data: Mapping[str, Any]) -> None:
         raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
     for i, file in enumerate(files):
         check_inside(file, path, f"transform.files[{i}]")
+    statistics = data.get("statistics") or {}
+    if not isinstance(statistics, dict):
+        raise ValueError(f"{path}: key 'statistics' must map split names to paths")
+    for name, file in statistics.items():
+        check_inside(file, path, f"statistics.{name}")
+    if data.get("schema") is not None:
+        check_inside(data["schema"], path, "schema")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +186,9 @@ class Manifest:
     bad_rows: BadRowFiles | None = None
     config: Mapping[str, Any] | None = None  # the run's effective config (config_to_json)
     manifest_version: int = MANIFEST_VERSION
+    # split -> its TF Metadata statistics file; the TF Metadata schema file (both relative)
+    statistics: Mapping[str, str] | None = None
+    schema: str | None = None
 
     @property
     def tf_compression_type(self) -> str:
@@ -227,6 +237,10 @@ class Manifest:
             out["bad_rows"] = {"count": self.bad_rows.count, "files": list(self.bad_rows.files)}
         if self.config is not None:
             out["config"] = self.config
+        if self.statistics is not None:
+            out["statistics"] = dict(self.statistics)
+        if self.schema is not None:
+            out["schema"] = self.schema
         return out
 
     @classmethod
@@ -278,6 +292,8 @@ class Manifest:
                 if bad is None
                 else BadRowFiles(int(bad.get("count", 0)), tuple(bad.get("files", []))),
                 config=data.get("config"),
+                statistics=None if data.get("statistics") is None else dict(data["statistics"]),
+                schema=data.get("schema"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -300,6 +316,8 @@ class Manifest:
         sharding: Sharding | None = None,
         bad_rows: BadRowFiles | None = None,
         config: Mapping[str, Any] | None = None,
+        statistics: Mapping[str, str] | None = None,
+        schema: str | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
@@ -334,7 +352,14 @@ class Manifest:
             sharding=sharding,
             bad_rows=bad_rows,
             config=config,
+            statistics=statistics,
+            schema=schema,
         )
+
+    def metadata_files(self) -> list[str]:
+        """The statistics files and the schema, relative to the output directory."""
+        files = list((self.statistics or {}).values())
+        return files + ([self.schema] if self.schema else [])
 
 
 def manifest_path(output_dir: str) -> str:

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import manifest_path, read_manifest
+from pipeline.schema_pbtxt import SCHEMA_NAME
 from transforms.deadletter import ERRORS_DIR
+from transforms.stats.proto import STATISTICS_DIR, STATISTICS_FILE
 
 __all__ = ["OutputExistsError", "clear_leftovers", "clear_previous_output", "remove_empty_dir"]
 
@@ -36,6 +38,7 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
     FileSystems.delete([path])  # first: an interrupted delete never leaves a manifest behind
     files = [FileSystems.join(output, f) for f in old.files()]
     files += [FileSystems.join(output, f) for f in (old.transform or {}).get("files", [])]
+    files += [FileSystems.join(output, f) for f in old.metadata_files()]
     existing = [f for f in files if FileSystems.exists(f)]
     if existing:
         FileSystems.delete(existing)
@@ -50,6 +53,8 @@ def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
         FileSystems.join(output, "beam-temp-*", "*"),
         FileSystems.join(output, ERRORS_DIR, "*"),
         FileSystems.join(output, ERRORS_DIR, "beam-temp-*", "*"),
+        FileSystems.join(output, STATISTICS_DIR, "*", STATISTICS_FILE),
+        FileSystems.join(output, SCHEMA_NAME),
     ]
     old = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
     if old:
