@@ -31,6 +31,8 @@ setup(
         "numpy>=1.26",
         "pyarrow>=14",
         "pyyaml>=6",
+        # the statistics and schema files (TF Metadata protos) the job writes
+        "tensorflow-metadata==1.21.0",
     ],
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
@@ -47,6 +49,10 @@ setup(
             "dask==2026.8.0",
             "distributed==2026.8.0",
             "gcp-storage-emulator==2026.7.19",
+            # Ray Data reading an output with its schema.pbtxt (tests/test_ray_read.py);
+            # pandas pinned below 2.4, the bound Beam's own extras keep
+            "ray[data]==2.60.0",
+            "pandas==2.3.3",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},
