@@ -100,11 +100,11 @@ def _finish(
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
         statistics=statistics,
     )
+    if run_id is not None:
+        check_lease(config.output, run_id)  # right before the commit
     artifacts = transform_dir(config.output) if transform_files else None
     schema = write_output_schema(config.output, manifest, plan.preprocess, artifacts)
     manifest = dataclasses.replace(manifest, schema=schema)
-    if run_id is not None:
-        check_lease(config.output, run_id)  # right before the commit
     path = write_manifest(config.output, manifest)
     if run_id is not None:
         try:
