@@ -22,7 +22,17 @@ import pyarrow.compute as pc
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
 from transforms.hashing import hash_bytes
-from transforms.stats.sketches import HyperLogLog, Sample, TopK, mix64, position_priorities
+from transforms.stats.sketches import (
+    GOLDEN as _GOLDEN,
+)
+from transforms.stats.sketches import (
+    HyperLogLog,
+    Sample,
+    TopK,
+    mix64,
+    position_priorities,
+    smallest,
+)
 
 __all__ = [
     "SAMPLE_SIZE",
@@ -145,40 +155,58 @@ def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
     return mix64(mix64(np.asarray(rows, np.int64).astype(np.uint64)) ^ base)
 
 
-def _flatten(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The innermost values of a list column, and the row of each."""
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _flatten(arr: pa.Array) -> pa.Array:
+    """The innermost values of a list column (of the rows that are not null), in row order."""
+    while _is_list(arr.type):
+        arr = pc.list_flatten(arr)
+    return arr
+
+
+def _element_rows(arr: pa.Array) -> np.ndarray:
+    """The row of each innermost value of a list column."""
     rows: np.ndarray | None = None
-    t = arr.type
-    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    while _is_list(arr.type):
         parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False).astype(np.int64)
         rows = parents if rows is None else rows[parents]
         arr = pc.list_flatten(arr)
-        t = arr.type
-    return arr, rows if rows is not None else np.empty(0, np.int64)
+    return rows if rows is not None else np.empty(0, np.int64)
 
 
 def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
-    """The values the records hold, as float64."""
+    """The values the records hold: float64 (keep_float64), float32 or int64."""
     if spec.encoding == "float64_bytes":
         return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
     if spec.kind == FLOAT:
-        values = pc.cast(leaf, pa.float32(), safe=False).to_numpy(zero_copy_only=False)
-        return values.astype(np.float64)
-    return int64_values(leaf).astype(np.float64)
+        return pc.cast(leaf, pa.float32(), safe=False).to_numpy(zero_copy_only=False)
+    return int64_values(leaf)
 
 
-def _add_numbers(stats: FeatureStats, values: np.ndarray, priorities: np.ndarray) -> None:
-    nan = np.isnan(values)
-    stats.nans = int(np.count_nonzero(nan))
-    if stats.nans:
-        values, priorities = values[~nan], priorities[~nan]
+def _add_numbers(
+    stats: FeatureStats,
+    values: np.ndarray,
+    priorities: np.ndarray,
+    chosen: np.ndarray | None = None,
+) -> None:
+    """`chosen`: the indices of the `SAMPLE_SIZE` smallest priorities, when known."""
+    if values.dtype.kind == "f":
+        nan = np.isnan(values)
+        stats.nans = int(np.count_nonzero(nan))
+        if stats.nans:
+            values, priorities, chosen = values[~nan], priorities[~nan], None
     stats.count = len(values)
-    stats.zeros = int(np.count_nonzero(values == 0))
+    stats.zeros = len(values) - int(np.count_nonzero(values))
     stats.sample = Sample(SAMPLE_SIZE)
     if not len(values):
         return
     stats.min, stats.max = float(values.min()), float(values.max())
-    stats.sample.add(values, priorities)
+    if chosen is None:
+        stats.sample.add(values, priorities)
+    else:
+        stats.sample.add(values[chosen], priorities[chosen])
     finite = values
     if math.isinf(stats.min) or math.isinf(stats.max):
         finite = values[np.isfinite(values)]
@@ -186,8 +214,9 @@ def _add_numbers(stats: FeatureStats, values: np.ndarray, priorities: np.ndarray
         stats.infinities = (negative, len(values) - len(finite) - negative)
     if len(finite):
         with np.errstate(over="ignore", invalid="ignore"):  # numbers near float64's limit
-            stats.mean = float(finite.mean())
-            stats.m2 = float(np.square(finite - stats.mean).sum())
+            stats.mean = float(np.mean(finite, dtype=np.float64))
+            deviations = finite.astype(np.float64) - stats.mean
+            stats.m2 = float(np.square(deviations, out=deviations).sum())  # no BLAS threads
 
 
 def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None:
@@ -202,15 +231,28 @@ def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None
         stats.min_length = extremes["min"].as_py()
         stats.max_length = extremes["max"].as_py()
     stats.distinct = HyperLogLog()
-    stats.distinct.add_values(leaf)
-    if stats.kind == "string":
+    if stats.kind == "string":  # the batch's distinct values and their counts, once
+        counted = pc.value_counts(leaf)
         stats.top = TopK(TOP_CAPACITY)
-        stats.top.add_values(leaf)
+        stats.top.add_counted(counted)
+        stats.distinct.add_values(counted.field("values"))
+    else:
+        stats.distinct.add_values(pc.unique(leaf))
 
 
-def feature_statistics(arr: pa.Array, spec: FeatureSpec, keys: np.ndarray) -> FeatureStats:
+def _fixed_count(spec: FeatureSpec) -> int | None:
+    """The values every present row has, for a fixed shape; None when they vary."""
+    if spec.shape is None or any(d < 0 for d in spec.shape):
+        return None
+    return math.prod(spec.shape)
+
+
+def feature_statistics(
+    arr: pa.Array, spec: FeatureSpec, keys: np.ndarray, chosen: np.ndarray | None = None
+) -> FeatureStats:
     """One feature's accumulator over a batch: `arr` its column (`leaf_array`), `keys` the
-    rows' keys (`row_keys`)."""
+    rows' keys (`row_keys`), `chosen` the rows of the `SAMPLE_SIZE` smallest keys (shared by
+    the scalar features every row has)."""
     stats = FeatureStats(stats_kind(spec))
     if spec.null_policy == "default" and arr.null_count:
         arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
@@ -218,28 +260,35 @@ def feature_statistics(arr: pa.Array, spec: FeatureSpec, keys: np.ndarray) -> Fe
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
     stats.present = n if valid is None else int(np.count_nonzero(valid))
     stats.missing = n - stats.present
-    if spec.shape == ():
+    fixed = _fixed_count(spec)
+    if spec.shape == ():  # one value per present row
         leaf = arr if valid is None else arr.filter(pa.array(valid))
-        element_rows = np.arange(n) if valid is None else np.flatnonzero(valid)
-        priorities = mix64(keys[element_rows])
-        stats.values = stats.present
-        if stats.present:
-            stats.min_values = stats.max_values = 1
+        priorities = keys if valid is None else keys[valid]
+        chosen = chosen if valid is None else None
     else:
-        leaf, element_rows = _flatten(arr)
-        priorities = position_priorities(keys, element_rows)
-        counts = np.bincount(element_rows, minlength=n)
-        if valid is not None:
-            counts, present_keys = counts[valid], keys[valid]
+        chosen = None
+        leaf = _flatten(arr)
+        if fixed is not None:  # every present row has `fixed` values, in row order
+            present_keys = keys if valid is None else keys[valid]
+            steps = np.arange(fixed, dtype=np.uint64) * _GOLDEN
+            priorities = (present_keys[:, None] + steps[None, :]).ravel()
         else:
-            present_keys = keys
-        stats.values = len(leaf)
-        if len(counts):
-            stats.min_values, stats.max_values = int(counts.min()), int(counts.max())
-        stats.value_counts = Sample(SAMPLE_SIZE)
-        stats.value_counts.add(counts.astype(np.float64), mix64(present_keys))
+            element_rows = _element_rows(arr)
+            priorities = position_priorities(keys, element_rows)
+            counts = np.bincount(element_rows, minlength=n)
+            if valid is not None:
+                counts, present_keys = counts[valid], keys[valid]
+            else:
+                present_keys = keys
+            stats.value_counts = Sample(SAMPLE_SIZE)
+            stats.value_counts.add(counts, present_keys)
+            if len(counts):
+                stats.min_values, stats.max_values = int(counts.min()), int(counts.max())
+    stats.values = len(leaf)
+    if fixed is not None and stats.present:
+        stats.min_values = stats.max_values = fixed
     if stats.kind == "numeric":
-        _add_numbers(stats, _numbers(spec, leaf), priorities)
+        _add_numbers(stats, _numbers(spec, leaf), priorities, chosen)
     else:
         _add_strings(stats, spec, leaf)
     return stats
@@ -254,5 +303,8 @@ def batch_statistics(
     """The statistics of every feature over the rows of `table` (all of one split), whose
     source rows in `source` are `rows`."""
     keys = row_keys(source, rows)
-    features = {s.name: feature_statistics(leaf_array(table, s.path), s, keys) for s in specs}
+    chosen = smallest(keys, SAMPLE_SIZE)
+    features = {
+        s.name: feature_statistics(leaf_array(table, s.path), s, keys, chosen) for s in specs
+    }
     return SplitStats(table.num_rows, features)

@@ -60,11 +60,12 @@ def _common(common, stats: FeatureStats) -> None:  # noqa: ANN001
         common.avg_num_values = stats.values / stats.present
         if stats.value_counts is not None:
             _quantiles_histogram(common.num_values_histogram, stats.value_counts, stats.present)
-        else:  # one value per row
+        else:  # a fixed shape: the same number of values in every row
             common.num_values_histogram.type = statistics_pb2.Histogram.QUANTILES
+            count = stats.min_values or 0
             for _ in range(_BUCKETS):
                 common.num_values_histogram.buckets.add(
-                    low_value=1, high_value=1, sample_count=stats.present / _BUCKETS
+                    low_value=count, high_value=count, sample_count=stats.present / _BUCKETS
                 )
 
 

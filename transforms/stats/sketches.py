@@ -23,11 +23,11 @@ import pyarrow.compute as pc
 
 from transforms.hashing import hash_column
 
-__all__ = ["HyperLogLog", "Sample", "TopK", "mix64", "position_priorities"]
+__all__ = ["GOLDEN", "HyperLogLog", "Sample", "TopK", "mix64", "position_priorities", "smallest"]
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / the golden ratio: a Weyl step
 _S33 = np.uint64(33)
 
 
@@ -42,15 +42,30 @@ def mix64(h: np.ndarray) -> np.ndarray:
 
 
 def position_priorities(row_keys: np.ndarray, element_rows: np.ndarray) -> np.ndarray:
-    """A priority per element of a flattened list column: a hash of its row's key
-    (`row_keys[element_rows[i]]`) and its position in that row (`element_rows` is sorted)."""
+    """A priority per element of a flattened list column: its row's key (`row_keys`, already
+    mixed) plus its position in the row times the golden-ratio constant (a Weyl step: each
+    element's priority is uniform when its row's key is). `element_rows` is sorted."""
     n = len(element_rows)
     if n == 0:
         return np.empty(0, np.uint64)
     starts = np.flatnonzero(np.r_[True, element_rows[1:] != element_rows[:-1]])
     run = np.repeat(starts, np.diff(np.r_[starts, n]))
     position = (np.arange(n, dtype=np.int64) - run).astype(np.uint64)
-    return mix64(row_keys[element_rows] ^ (position * _GOLDEN))
+    return row_keys[element_rows] + position * GOLDEN
+
+
+def smallest(priorities: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the `k` smallest priorities (uniform uint64s): first those under a bound
+    that about 2k of them pass, then a partial sort of those."""
+    n = len(priorities)
+    if n <= k:
+        return np.arange(n)
+    if 2 * k < n:
+        bound = np.uint64((2 * k * (2**64 // n)) & (2**64 - 1))
+        candidates = np.flatnonzero(priorities < bound)
+        if len(candidates) >= k:
+            return candidates[np.argpartition(priorities[candidates], k - 1)[:k]]
+    return np.argpartition(priorities, k - 1)[:k]
 
 
 @dataclasses.dataclass
@@ -62,11 +77,17 @@ class Sample:
     priorities: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.uint64))
 
     def add(self, values: np.ndarray, priorities: np.ndarray) -> None:
-        """Add values with their priorities (uint64)."""
+        """Add values (any numbers) with their priorities (uint64)."""
+        if len(self.values) >= self.k:  # full: only priorities under its largest can enter
+            keep = priorities < self.priorities.max()
+            values, priorities = values[keep], priorities[keep]
+        if len(values) > self.k:
+            keep = smallest(priorities, self.k)
+            values, priorities = values[keep], priorities[keep]
         values = np.concatenate([self.values, np.asarray(values, np.float64)])
         priorities = np.concatenate([self.priorities, np.asarray(priorities, np.uint64)])
         if len(values) > self.k:
-            keep = np.argpartition(priorities, self.k - 1)[: self.k]
+            keep = smallest(priorities, self.k)
             values, priorities = values[keep], priorities[keep]
         self.values, self.priorities = values, priorities
 
@@ -169,8 +190,15 @@ class TopK:
 
     def add_values(self, values: pa.Array) -> None:
         """Count the values of an array (nulls skipped)."""
-        counted = pc.value_counts(values.drop_null())
-        self._add(counted.field("values"), counted.field("counts").to_numpy().astype(np.int64))
+        self.add_counted(pc.value_counts(values.drop_null()))
+
+    def add_counted(self, counted: pa.StructArray) -> None:
+        """Add what `pc.value_counts` gave (a null value is skipped)."""
+        values, counts = counted.field("values"), counted.field("counts")
+        if values.null_count:
+            keep = values.is_valid()
+            values, counts = values.filter(keep), counts.filter(keep)
+        self._add(values, counts.to_numpy().astype(np.int64))
 
     def merge(self, other: TopK) -> None:
         if other.values is not None:
@@ -181,9 +209,13 @@ class TopK:
         if self.values is not None and len(self.values):
             values = pa.concat_arrays([self.values.cast(values.type), values])
             counts = np.concatenate([self.counts, counts])
-            grouped = pa.table({"v": values, "c": counts}).group_by("v").aggregate([("c", "sum")])
-            values = grouped.column("v").combine_chunks()
-            counts = grouped.column("c_sum").to_numpy().astype(np.int64)
+            # the same value in both: summed (values told apart by their 64-bit hash)
+            _, first, inverse = np.unique(
+                hash_column(values), return_index=True, return_inverse=True
+            )
+            if len(first) < len(values):
+                counts = np.bincount(inverse, weights=counts).astype(np.int64)
+                values = values.take(pa.array(first))
         if len(counts) > self.capacity:
             order = np.argsort(-counts, kind="stable")
             cut = counts[order[self.capacity]]  # the (capacity+1)-th largest count
