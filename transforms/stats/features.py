@@ -22,10 +22,9 @@ import pyarrow.compute as pc
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
 from transforms.hashing import hash_bytes
+from transforms.stats.moments import moments
 from transforms.stats.sketches import (
-    GOLDEN as _GOLDEN,
-)
-from transforms.stats.sketches import (
+    GOLDEN,
     HyperLogLog,
     Sample,
     TopK,
@@ -192,31 +191,20 @@ def _add_numbers(
     chosen: np.ndarray | None = None,
 ) -> None:
     """`chosen`: the indices of the `SAMPLE_SIZE` smallest priorities, when known."""
-    if values.dtype.kind == "f":
-        nan = np.isnan(values)
-        stats.nans = int(np.count_nonzero(nan))
-        if stats.nans:
-            values, priorities, chosen = values[~nan], priorities[~nan], None
-    stats.count = len(values)
-    stats.zeros = len(values) - int(np.count_nonzero(values))
+    nans, zeros, count, low, high, negative, positive, mean, m2 = moments(values)
+    stats.nans, stats.zeros, stats.count = nans, zeros, count
     stats.sample = Sample(SAMPLE_SIZE)
-    if not len(values):
+    if not count:
         return
-    stats.min, stats.max = float(values.min()), float(values.max())
+    stats.min, stats.max, stats.mean, stats.m2 = low, high, mean, m2
+    stats.infinities = (negative, positive)
+    if nans:
+        keep = ~np.isnan(values)
+        values, priorities, chosen = values[keep], priorities[keep], None
     if chosen is None:
         stats.sample.add(values, priorities)
     else:
         stats.sample.add(values[chosen], priorities[chosen])
-    finite = values
-    if math.isinf(stats.min) or math.isinf(stats.max):
-        finite = values[np.isfinite(values)]
-        negative = int(np.count_nonzero(values == -np.inf))
-        stats.infinities = (negative, len(values) - len(finite) - negative)
-    if len(finite):
-        with np.errstate(over="ignore", invalid="ignore"):  # numbers near float64's limit
-            stats.mean = float(np.mean(finite, dtype=np.float64))
-            deviations = finite.astype(np.float64) - stats.mean
-            stats.m2 = float(np.square(deviations, out=deviations).sum())  # no BLAS threads
 
 
 def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None:
@@ -270,7 +258,7 @@ def feature_statistics(
         leaf = _flatten(arr)
         if fixed is not None:  # every present row has `fixed` values, in row order
             present_keys = keys if valid is None else keys[valid]
-            steps = np.arange(fixed, dtype=np.uint64) * _GOLDEN
+            steps = np.arange(fixed, dtype=np.uint64) * GOLDEN
             priorities = (present_keys[:, None] + steps[None, :]).ravel()
         else:
             element_rows = _element_rows(arr)
