@@ -33,9 +33,7 @@ def output(tmp_path_factory) -> Path:
     config = work / "config.yaml"
     config.write_text(json.dumps(CONFIG))  # JSON is YAML
     out = work / "out"
-    code = run_cli(
-        ["convert", "--input", SAMPLE_PARQUET, "--output", out, "--config", config]
-    )
+    code = run_cli(["convert", "--input", SAMPLE_PARQUET, "--output", out, "--config", config])
     assert code == 0
     return out
 
@@ -54,9 +52,7 @@ def test_statistics_per_split_equal_the_records(output: Path) -> None:
     specs = [FeatureSpec.from_json(f) for f in manifest["features"]]
     missing = dict.fromkeys((s.name for s in specs), 0)
     for split, path in manifest["statistics"].items():
-        stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(
-            (output / path).read_bytes()
-        )
+        stats = statistics_pb2.DatasetFeatureStatisticsList.FromString((output / path).read_bytes())
         (dataset,) = stats.datasets
         assert dataset.name == split
         assert dataset.num_examples == manifest["splits"][split]["rows"]
