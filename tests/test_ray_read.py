@@ -2,9 +2,9 @@
 tf_schema=schema, arrow_open_stream_args={"compression": "gzip"})` gives every record of the
 sample's output, each feature a list of the schema's type.
 
-One test, with TFRECORD_ETL_SLOW=1 only: Ray's start-up and its first read (worker processes
-that import TensorFlow) took about 55 s on a loaded 2-core machine even for 300 records, and
-its reader makes a table per record (the whole sample: about 105 s there).
+One test, with TFRECORD_ETL_SLOW=1 only: Ray's start-up and its reader (worker processes that
+import TensorFlow, a table made per record) took 35 s for the whole sample on a 2-core machine
+at load average 1, and 108 s at load average 7.
 """
 
 from __future__ import annotations
