@@ -32,6 +32,8 @@ setup(
         "protobuf>=4.25",  # imported directly: tf.train.Example's classes (inspect, verify)
         "pyarrow>=14",
         "pyyaml>=6",
+        # the statistics and schema files (TF Metadata protos) the job writes
+        "tensorflow-metadata==1.21.0",
     ],
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
@@ -50,6 +52,10 @@ setup(
             "gcp-storage-emulator==2026.7.19",
             # reads the tfds layout back through tfds.builder_from_directory (tests/test_layouts.py)
             "tensorflow-datasets==4.9.10",
+            # Ray Data reading an output with its schema.pbtxt (tests/test_ray_read.py);
+            # pandas pinned below 2.4, the bound Beam's own extras keep
+            "ray[data]==2.60.0",
+            "pandas==2.3.3",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},

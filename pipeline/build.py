@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -20,6 +20,7 @@ from pipeline.lease import check_lease, release_lease
 from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
 from pipeline.output_dir import remove_empty_dir
 from pipeline.plan import JobPlan
+from pipeline.schema_pbtxt import write_output_schema
 from pipeline.sequence_manifest import sequence_section
 from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
@@ -30,6 +31,7 @@ from transforms.read.beam import ReadTable
 from transforms.read.files import InputError
 from transforms.sequence.beam import EncodeSequences
 from transforms.split.beam import AssignSplits, KeepSplit
+from transforms.stats.beam import ComputeStatistics, WriteStatistics
 from transforms.write.beam import WriteShards
 from transforms.write.files import ShardFile
 from transforms.write.layout import shard_prefix, shard_suffix
@@ -47,6 +49,7 @@ def _finish(
     temp_dir: str,
     run_id: str | None,
     transform_files: Sequence[str] = (),
+    statistics: Mapping[str, str] | None = None,
 ) -> str:
     """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
 
@@ -100,10 +103,15 @@ def _finish(
         config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
         layout=layout_section(config.layout),
         sequence=sequence_section(plan.sequence, stats),
+        statistics=statistics,
     )
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit
     write_layout_files(config.output, manifest)  # TFDS or TFX metadata, if the layout has any
+    artifacts = transform_dir(config.output) if transform_files else None
+    if plan.sequence is None:  # a schema of Examples (SequenceExamples: none yet)
+        schema = write_output_schema(config.output, manifest, plan.preprocess, artifacts)
+        manifest = dataclasses.replace(manifest, schema=schema)
     path = write_manifest(config.output, manifest)
     if run_id is not None:
         try:
@@ -165,8 +173,19 @@ def build_pipeline(
             conversion, temp_dir, plan.sequence_buckets
         )
     else:
-        encoded = batches | "EncodeExamples" >> EncodeExamples(conversion)
-    # records (or one output per split): EncodedBatch; stats: BatchStats
+        encoded = batches | "EncodeExamples" >> EncodeExamples(
+            conversion, tables=config.stats and plan.sequence is None
+        )
+    # records (or one output per split): EncodedBatch; stats: BatchStats; tables (with stats)
+    statistics = {}  # side input of WriteManifest: {split: statistics file}
+    if config.stats and plan.sequence is None:  # Examples only (docs/statistics-and-schema.md)
+        split_stats = encoded.tables | "ComputeStatistics" >> ComputeStatistics(
+            plan.specs
+        )  # (split, SplitStats): (split, TableBatch) of the encoded rows, merged per split
+        written = split_stats | "WriteStatistics" >> WriteStatistics(
+            config.output, [name for name, _ in config.splits], plan.specs
+        )  # one {split: path relative to the output}
+        statistics["statistics"] = beam.pvalue.AsSingleton(written)
     shards = []
     for name, _ in config.splits:
         records = encoded.records if len(config.splits) == 1 else encoded[split_tag(name)]
@@ -211,5 +230,6 @@ def build_pipeline(
             temp_dir,
             run_id,
             *transform_files,
+            **statistics,
         )
     )

@@ -63,6 +63,7 @@ class JobConfig:
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
     layout: str = DEFAULT_LAYOUT  # flat | tfds | tfx (transforms/write/layout.py)
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
+    stats: bool = True  # feature statistics per split (transforms/stats/)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -80,7 +81,7 @@ _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
 # default, so an output that does not use them is the same as before they existed.
-OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT}
+OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT, "stats": True}
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:

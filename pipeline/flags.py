@@ -134,6 +134,13 @@ OPTIONS: tuple[Option, ...] = (
         "tfx: Split-<split>/data_tfrecord-*.gz and examples_artifact.json (docs/downstream.md)",
         choices=LAYOUTS,
     ),
+    Option(
+        "stats",
+        (bool,),
+        "feature statistics per split (statistics/<split>/FeatureStats.pb), computed as the "
+        "job encodes; default true, --stats=false turns them off",
+        "bool",
+    ),
 )
 
 

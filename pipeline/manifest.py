@@ -16,8 +16,8 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.manifest_checks import TF_COMPRESSION, check_manifest_json
 from transforms import fs
-from transforms.confine import check_inside
 from transforms.encode.features import FeatureSpec
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
-TF_COMPRESSION = {"gzip": "GZIP", "zlib": "ZLIB", "none": ""}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,56 +141,6 @@ class SequenceSection:
         return cls(**{**values, "group_by": group_by, "features": features})
 
 
-def _check(path: str, data: Mapping[str, Any], strict: bool) -> None:
-    """ValueError naming the key when the manifest lacks what a reader needs: splits and
-    features; with `strict` (verify), also the row count and the compression."""
-    required = [("splits", dict), ("features", list)]
-    if strict or "rows" in data:
-        required.append(("rows", int))
-    if strict or "compression" in data:
-        required.append(("compression", str))
-    for key, kind in required:
-        if not isinstance(data.get(key), kind):
-            raise ValueError(f"{path}: key {key!r} is missing or not a {kind.__name__}")
-    if "compression" in data and data["compression"] not in TF_COMPRESSION:
-        raise ValueError(
-            f"{path}: compression {data['compression']!r} is not one of {list(TF_COMPRESSION)}"
-        )
-    for name, split in data["splits"].items():
-        files = split.get("files") if isinstance(split, dict) else None
-        if not isinstance(files, list) or not isinstance(split.get("rows"), int):
-            raise ValueError(f"{path}: key 'splits.{name}' needs 'rows' and a list of 'files'")
-    if not all(isinstance(f, dict) for f in data["features"]):
-        raise ValueError(f"{path}: key 'features' must be a list of mappings")
-    _check_confined(path, data)
-
-
-def _check_confined(path: str, data: Mapping[str, Any]) -> None:
-    """ValueError naming the key when a listed shard or artifact file leaves the output
-    directory (`..`, an absolute path, a scheme): `--overwrite` deletes these files and the
-    readers open them, so none may point elsewhere (transforms/confine.py). Bad-row files are
-    listed as written (absolute) and found by their name in `_errors/`."""
-    for name, split in data["splits"].items():
-        for i, file in enumerate(split["files"]):
-            check_inside(file, path, f"splits.{name}.files[{i}]")
-        shards = split.get("shards", [])
-        for i, shard in enumerate(shards if isinstance(shards, list) else []):
-            if isinstance(shard, dict) and "file" in shard:
-                check_inside(shard["file"], path, f"splits.{name}.shards[{i}].file")
-    transform = data.get("transform")
-    files = transform.get("files", []) if isinstance(transform, dict) else []
-    if not isinstance(files, list):
-        raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
-    for i, file in enumerate(files):
-        check_inside(file, path, f"transform.files[{i}]")
-    layout = data.get("layout")
-    files = layout.get("files", []) if isinstance(layout, dict) else []
-    if not isinstance(files, list):
-        raise ValueError(f"{path}: key 'layout.files' must be a list of paths")
-    for i, file in enumerate(files):
-        check_inside(file, path, f"layout.files[{i}]")
-
-
 @dataclasses.dataclass(frozen=True)
 class Manifest:
     """What an output holds. Sections an older writer did not write are None (`split`,
@@ -214,6 +163,9 @@ class Manifest:
     # A layout other than flat: {"name": "tfds" | "tfx", "files": [its metadata files]}
     layout: Mapping[str, Any] | None = None
     sequence: SequenceSection | None = None  # SequenceExamples: `features` is the context
+    # split -> its TF Metadata statistics file; the TF Metadata schema file (both relative)
+    statistics: Mapping[str, str] | None = None
+    schema: str | None = None
 
     @property
     def tf_compression_type(self) -> str:
@@ -266,6 +218,10 @@ class Manifest:
             out["layout"] = self.layout
         if self.sequence is not None:
             out["sequence"] = self.sequence.to_json()
+        if self.statistics is not None:
+            out["statistics"] = dict(self.statistics)
+        if self.schema is not None:
+            out["schema"] = self.schema
         return out
 
     @classmethod
@@ -282,7 +238,7 @@ class Manifest:
             raise ValueError(
                 f"{path}: manifest_version {data.get('manifest_version')} is not supported"
             )
-        _check(path, data, strict)
+        check_manifest_json(path, data, strict)
         try:
             splits = {
                 name: SplitEntry(
@@ -319,6 +275,8 @@ class Manifest:
                 config=data.get("config"),
                 layout=data.get("layout"),
                 sequence=data.get("sequence") and SequenceSection.from_json(data["sequence"]),
+                statistics=None if data.get("statistics") is None else dict(data["statistics"]),
+                schema=data.get("schema"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -343,6 +301,8 @@ class Manifest:
         config: Mapping[str, Any] | None = None,
         layout: Mapping[str, Any] | None = None,
         sequence: SequenceSection | None = None,
+        statistics: Mapping[str, str] | None = None,
+        schema: str | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
@@ -379,7 +339,14 @@ class Manifest:
             config=config,
             layout=layout,
             sequence=sequence,
+            statistics=statistics,
+            schema=schema,
         )
+
+    def metadata_files(self) -> list[str]:
+        """The statistics files and the schema, relative to the output directory."""
+        files = list((self.statistics or {}).values())
+        return files + ([self.schema] if self.schema else [])
 
 
 def manifest_path(output_dir: str) -> str:

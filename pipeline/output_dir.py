@@ -16,7 +16,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.layouts import LAYOUT_FILES
 from pipeline.manifest import manifest_path, read_manifest
+from pipeline.schema_pbtxt import SCHEMA_NAME
 from transforms.deadletter import ERRORS_DIR
+from transforms.stats.proto import STATISTICS_DIR, STATISTICS_FILE
 from transforms.write.layout import shard_patterns
 
 __all__ = ["OutputExistsError", "clear_leftovers", "clear_previous_output", "remove_empty_dir"]
@@ -40,6 +42,7 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
     files = [FileSystems.join(output, f) for f in old.files()]
     files += [FileSystems.join(output, f) for f in (old.transform or {}).get("files", [])]
     files += [FileSystems.join(output, f) for f in (old.layout or {}).get("files", [])]
+    files += [FileSystems.join(output, f) for f in old.metadata_files()]
     existing = [f for f in files if FileSystems.exists(f)]
     if existing:
         FileSystems.delete(existing)
@@ -58,6 +61,8 @@ def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
         FileSystems.join(output, "beam-temp-*", "*"),
         FileSystems.join(output, ERRORS_DIR, "*"),
         FileSystems.join(output, ERRORS_DIR, "beam-temp-*", "*"),
+        FileSystems.join(output, STATISTICS_DIR, "*", STATISTICS_FILE),
+        FileSystems.join(output, SCHEMA_NAME),
     ]
     old = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
     if old:

@@ -97,7 +97,8 @@ def test_parquet_manifest(parquet_out):
     files = manifest["splits"]["train"]["files"]
     assert files == ["train-00000-of-00001.tfrecord.gz"]
     on_disk = sorted(p.name for p in out.iterdir() if p.name != "manifest.json")
-    assert on_disk == files
+    assert on_disk == sorted([*files, "schema.pbtxt", "statistics"])
+    assert manifest["statistics"] == {"train": "statistics/train/FeatureStats.pb"}
     names = [f["name"] for f in manifest["features"]]
     assert names == sorted(names)
     assert "driver.id" in names and "driver.rating" in names and "driver" not in names
@@ -255,6 +256,8 @@ def test_overwrite_replaces_a_complete_output(work, three_shards):
     assert manifest["splits"]["train"]["files"] == ["train-00000-of-00001.tfrecord.gz"]
     assert sorted(p.name for p in target.iterdir()) == [
         "manifest.json",
+        "schema.pbtxt",
+        "statistics",
         "train-00000-of-00001.tfrecord.gz",
     ]
     assert len(read_output(target)) == ROWS

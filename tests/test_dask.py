@@ -243,7 +243,10 @@ def _job_files(output: Path) -> set[str]:
 
 def _listed(output: Path) -> set[str]:
     manifest = json.loads((output / "manifest.json").read_text(encoding="utf-8"))
-    return {f for s in manifest["splits"].values() for f in s["files"]} | {"manifest.json"}
+    metadata = {*manifest.get("statistics", {}).values(), manifest["schema"]}
+    return (
+        {f for s in manifest["splits"].values() for f in s["files"]} | {"manifest.json"} | metadata
+    )
 
 
 @pytest.fixture(scope="module")

@@ -84,7 +84,9 @@ def listed(output: str) -> set[str]:
     manifest = manifest_of(output)
     shards = {f for s in manifest["splits"].values() for f in s["files"]}
     errors = {f"_errors/{f.rsplit('/', 1)[-1]}" for f in manifest["bad_rows"]["files"]}
-    return {"manifest.json", *shards, *errors, *manifest.get("transform", {}).get("files", [])}
+    metadata = [*manifest.get("statistics", {}).values(), manifest["schema"]]
+    transform = manifest.get("transform", {}).get("files", [])
+    return {"manifest.json", *shards, *errors, *transform, *metadata}
 
 
 def convert(*args) -> None:

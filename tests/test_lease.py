@@ -119,7 +119,8 @@ def test_two_runs_at_once_one_succeeds_and_its_output_verifies(big, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["rows"] == ROWS
     listed = set(manifest["splits"]["train"]["files"])
-    assert {p.name for p in out.iterdir()} == {"manifest.json", *listed}
+    metadata = {"schema.pbtxt", "statistics"}
+    assert {p.name for p in out.iterdir()} == {"manifest.json", *listed, *metadata}
     verify = run_cli_captured(["verify", out])
     assert verify.code == 0, verify.out + verify.err
 
@@ -127,14 +128,14 @@ def test_two_runs_at_once_one_succeeds_and_its_output_verifies(big, tmp_path):
 def test_a_live_runs_lease_refuses_a_run_before_it_deletes(source, tmp_path):
     out = tmp_path / "out"
     assert run_cli_captured(["convert", "--input", source, "--output", out]).code == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     lease = write_lease(out)  # this process: alive
     result = run_cli_captured(["convert", "--input", source, "--output", out, "--overwrite"])
     assert result.code == 2
     assert f"{HELD}: run 0123abcd (host {socket.gethostname()}, pid {os.getpid()}" in result.err
     assert "started 2026-01-02T03:04:05+00:00" in result.err
     assert f"delete {lease} and run again" in result.err
-    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     assert after == {**before, LEASE_NAME: lease.read_bytes()}  # nothing deleted, lease kept
 
 
@@ -145,6 +146,8 @@ def test_a_dead_runs_lease_on_this_host_is_taken_over(source, tmp_path):
     assert result.code == 0, result.err
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json",
+        "schema.pbtxt",
+        "statistics",
         "train-00000-of-00001.tfrecord.gz",
     ]
 

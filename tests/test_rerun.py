@@ -84,7 +84,8 @@ def test_killed_run_leaves_no_manifest_and_a_rerun_is_complete(tmp_path):
     files = manifest["splits"]["train"]["files"]
     assert files == ["train-00000-of-00002.tfrecord.gz", "train-00001-of-00002.tfrecord.gz"]
     left = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
-    assert left == sorted(["manifest.json", *files])
+    stats = ["statistics", "statistics/train", "statistics/train/FeatureStats.pb"]
+    assert left == sorted(["manifest.json", "schema.pbtxt", *stats, *files])
     (batch,) = list(load_dataset(str(out), batch_size=ROWS))
     assert sorted(batch["id"].numpy().tolist()) == list(range(ROWS))
 
@@ -94,12 +95,17 @@ def test_a_complete_output_is_not_overwritten_without_overwrite(tmp_path):
     pq.write_table(pa.table({"id": range(10)}), path)
     out = tmp_path / "out"
     assert run_cli(["convert", "--input", path, "--output", out]) == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert run_cli(["convert", "--input", path, "--output", out, "--num-shards", "3"]) == 2
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     args = ["convert", "--input", path, "--output", out, "--num-shards", "3", "--overwrite"]
     assert run_cli(args) == 0
     assert len(read_manifest(out)["splits"]["train"]["files"]) == 3
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["manifest.json", *(f"train-0000{i}-of-00003.tfrecord.gz" for i in range(3))]
+        [
+            "manifest.json",
+            "schema.pbtxt",
+            "statistics",
+            *(f"train-0000{i}-of-00003.tfrecord.gz" for i in range(3)),
+        ]
     )

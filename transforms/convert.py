@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.batch import TableBatch, source_rows
+from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch, encode_table
 from transforms.encode.schema import FeatureSpec
@@ -37,12 +37,14 @@ BadRows = list[dict[str, Any]]  # dead-letter dicts (transforms/deadletter.py)
 
 @dataclasses.dataclass(frozen=True)
 class EncodedRows:
-    """The records of one batch, in row order, with the source row and split of each."""
+    """The records of one batch, in row order, with the source row and split of each, and
+    the rows they were encoded from (`batch`: the statistics read it)."""
 
     records: EncodedBatch
     rows: np.ndarray  # int64: the source row of each record
     split_ids: np.ndarray  # int64: the index in the splits of each record
     stats: BatchStats
+    batch: TableBatch | None = None
 
     def by_split(self, splits: Sequence[tuple[str, int]]) -> list[tuple[str, EncodedBatch]]:
         """(split name, its records) for each split that got records, in the splits' order."""
@@ -54,6 +56,19 @@ class EncodedRows:
             (name, dataclasses.replace(self.records, buffer=part[0], offsets=part[1]))
             for (name, _), part in zip(splits, parts, strict=True)
             if part is not None
+        ]
+
+    def batches_by_split(self, splits: Sequence[tuple[str, int]]) -> list[tuple[str, TableBatch]]:
+        """(split name, the encoded rows of it) for each split that got records."""
+        if self.batch is None:
+            return []
+        ids = self.split_ids
+        if len(splits) == 1 or (ids.size and (ids == ids[0]).all()):
+            return [(splits[int(ids[0]) if ids.size else 0][0], self.batch)]
+        return [
+            (name, take_rows(self.batch, np.flatnonzero(ids == i)))
+            for i, (name, _) in enumerate(splits)
+            if (ids == i).any()
         ]
 
     def split_rows(self, splits: Sequence[tuple[str, int]]) -> dict[str, int]:
@@ -131,7 +146,7 @@ class Conversion:
                 offsets=encoded.offsets,
                 framed=self.framed,
             )
-        return EncodedRows(encoded, source_rows(batch), ids, stats)
+        return EncodedRows(encoded, source_rows(batch), ids, stats, batch)
 
     def _encode_list(self, table, specs, source, first_row, framed, rows):  # noqa: ANN001, ANN202
         """A `list<struct>` sequence column's SequenceExamples (a grouped layout's groups are

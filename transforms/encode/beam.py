@@ -12,9 +12,10 @@ from transforms.convert import Conversion
 from transforms.deadletter import BAD_TAG, count_bad
 from transforms.encode.records import BatchStats
 
-__all__ = ["STATS_TAG", "EncodeExamples", "MergeStats", "split_tag"]
+__all__ = ["STATS_TAG", "TABLES_TAG", "EncodeExamples", "MergeStats", "split_tag"]
 
 STATS_TAG = "stats"
+TABLES_TAG = "tables"
 
 
 class MergeStats(beam.CombineFn):
@@ -43,10 +44,12 @@ def split_tag(split: str) -> str:
 
 @beam.typehints.with_input_types(TableBatch)
 class _EncodeDoFn(beam.DoFn):
-    """TableBatch -> EncodedBatch per split, BatchStats (tagged `stats`), bad rows (`bad`)."""
+    """TableBatch -> EncodedBatch per split, BatchStats (tagged `stats`), bad rows (`bad`),
+    and with `tables`, (split, TableBatch) of the encoded rows (tagged `tables`)."""
 
-    def __init__(self, conversion: Conversion) -> None:
+    def __init__(self, conversion: Conversion, tables: bool = False) -> None:
         self._conversion = conversion
+        self._tables = tables
 
     def process(self, batch: TableBatch) -> Iterator:
         encoded, bad = self._conversion.encode(batch)
@@ -65,6 +68,9 @@ class _EncodeDoFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(
             STATS_TAG, BatchStats(stats.rows, stats.nulls, encoded.split_rows(splits), stats.steps)
         )
+        if self._tables:
+            for part in encoded.batches_by_split(splits):
+                yield beam.pvalue.TaggedOutput(TABLES_TAG, part)
 
 
 @beam.typehints.with_input_types(TableBatch)
@@ -78,13 +84,14 @@ class EncodeExamples(beam.PTransform):
     each record goes to the split its key column (or its own bytes) hashes to.
     """
 
-    def __init__(self, conversion: Conversion) -> None:
+    def __init__(self, conversion: Conversion, tables: bool = False) -> None:
         super().__init__()
         self._conversion = conversion
+        self._tables = tables
 
     def expand(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         splits = self._conversion.splits
         tags = [split_tag(name) for name, _ in splits] if len(splits) > 1 else []
-        return batches | "Encode" >> beam.ParDo(_EncodeDoFn(self._conversion)).with_outputs(
-            STATS_TAG, BAD_TAG, *tags, main="records"
-        )
+        return batches | "Encode" >> beam.ParDo(
+            _EncodeDoFn(self._conversion, self._tables)
+        ).with_outputs(STATS_TAG, BAD_TAG, TABLES_TAG, *tags, main="records")

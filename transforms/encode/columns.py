@@ -22,7 +22,7 @@ from transforms.encode.schema import (
     default_scalar,
 )
 
-__all__ = ["infer_shape", "leaf_array", "to_kernel_column"]
+__all__ = ["decimal_text", "infer_shape", "int64_values", "leaf_array", "to_kernel_column"]
 
 _INT64_MAX = 2**63 - 1
 _MS_PER_DAY = 86_400_000
@@ -165,6 +165,17 @@ def _decimal_strings(leaf: pa.Array) -> pa.Array:
     rows = np.flatnonzero(scientific.to_numpy(zero_copy_only=False))
     plain = [format(decimal.Decimal(text[int(i)].as_py()), "f") for i in rows]
     return pc.replace_with_mask(text, scientific, pa.array(plain, pa.string()))
+
+
+def decimal_text(leaf: pa.Array) -> pa.Array:
+    """Decimals as the text the records hold (exact plain strings)."""
+    return _decimal_strings(leaf)
+
+
+def int64_values(leaf: pa.Array) -> np.ndarray:
+    """An int64-kind leaf as the int64 values the records hold (a null is 0); for values
+    the encoder has already taken (a uint64 past int64 raises ConversionError)."""
+    return _int64_values(leaf, None, lambda i: f"row {i}")
 
 
 def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:

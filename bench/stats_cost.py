@@ -1,0 +1,123 @@
+"""What the statistics cost (`--stats`, transforms/stats/), measured in one run on one table.
+
+1. In process, one core: per batch of `--batch-rows`, `encode_table` alone against
+   `batch_statistics` alone (best of `--repeat`): the statistics' CPU time as a fraction of the
+   encoder's.
+2. The job end to end, `--stats=true` against `--stats=false`, each at `--small-rows` and
+   `--rows` (runs interleaved: on, off, off, on, so a change of load hits both alike): the
+   steady rows/s of each (row difference over wall-time difference) and their ratio.
+
+    python bench/stats_cost.py --rows 300000 --table basic
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from measure import load_avg, measure, steady, timed
+from tables import TABLES, make_table, write_parquet
+
+from transforms.encode.records import encode_table
+from transforms.encode.schema import plan_features
+from transforms.stats.features import batch_statistics
+
+
+def in_process(table_kind: str, rows: int, batch_rows: int, repeat: int) -> dict[str, float]:
+    table = make_table(table_kind, rows)
+    specs = plan_features(table.schema)
+    batches = [table.slice(i, batch_rows) for i in range(0, rows, batch_rows)]
+
+    def encode() -> None:
+        for i, b in enumerate(batches):
+            encode_table(b, specs, "bench.parquet", i * batch_rows, framed=True)
+
+    def stats() -> None:
+        for i, b in enumerate(batches):
+            batch_statistics(
+                b, specs, "bench.parquet", np.arange(i * batch_rows, i * batch_rows + b.num_rows)
+            )
+
+    encode()  # compile and warm up
+    stats()
+    enc, st = timed(encode, repeat), timed(stats, repeat)
+    return {"encode_s": enc["cpu_s"], "stats_s": st["cpu_s"], "ratio": st["cpu_s"] / enc["cpu_s"]}
+
+
+def _job(source: Path, out: Path, stats: bool) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "convert",
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--overwrite",
+        f"--stats={'true' if stats else 'false'}",
+    ]
+
+
+def end_to_end(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
+    sizes = {"small": args.small_rows, "large": args.rows}
+    files = {}
+    for label, n in sizes.items():
+        files[label] = work / f"{args.table}-{n}.parquet"
+        write_parquet(args.table, n, files[label], 131_072)
+    runs: dict[bool, dict[str, dict]] = {True: {}, False: {}}
+    for label, n in sizes.items():
+        for on in (True, False, False, True):
+            out = work / f"out-{label}-{on}"
+            r = measure(_job(files[label], out, on), out, work / "logs" / out.name, n, 1, 0)
+            print(f"  stats={on} {n:,} rows: {r['wall_s']:.2f} s (load {r['load']})")
+            best = runs[on].get(label)
+            if best is None or r["wall_s"] < best["wall_s"]:
+                runs[on][label] = r
+    out = {}
+    for on in (True, False):
+        rate = steady(runs[on]["small"], runs[on]["large"], args.small_rows, args.rows)
+        out[f"stats={on}"] = {"steady_rows_s": rate, "large_wall_s": runs[on]["large"]["wall_s"]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--small-rows", type=int, default=None)
+    parser.add_argument("--table", default="basic", choices=TABLES)
+    parser.add_argument("--batch-rows", type=int, default=32_768)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sections", default="process,e2e")
+    args = parser.parse_args()
+    args.small_rows = args.small_rows or args.rows // 5
+    sections = args.sections.split(",")
+    print(f"table {args.table}, {args.rows:,} rows; load {load_avg()}")
+    if "process" in sections:
+        r = in_process(args.table, args.rows, args.batch_rows, args.repeat)
+        print(
+            f"in process, one core: encode_table {r['encode_s']:.2f} CPU-s, "
+            f"batch_statistics {r['stats_s']:.2f} CPU-s: statistics = {r['ratio']:.1%} of encoding"
+        )
+    if "e2e" in sections:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = end_to_end(args, Path(tmp))
+        on, off = r["stats=True"]["steady_rows_s"], r["stats=False"]["steady_rows_s"]
+        for name, entry in r.items():
+            rate = entry["steady_rows_s"]
+            print(
+                f"job {name}: steady {rate:,.0f} rows/s" if rate else f"job {name}: no steady rate"
+            )
+        if on and off:
+            print(f"job steady rows/s, stats on / off: {on / off:.3f} (cost {1 - on / off:.1%})")
+    print(f"load at the end {load_avg()}")
+
+
+if __name__ == "__main__":
+    main()

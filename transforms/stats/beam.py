@@ -1,0 +1,101 @@
+"""`ComputeStatistics`: the encoded rows of each split -> one `SplitStats` per split, merged by
+a CombineFn; `WriteStatistics`: one statistics file per split, written once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+import apache_beam as beam
+
+from transforms.batch import TableBatch, source_rows
+from transforms.encode.schema import FeatureSpec
+from transforms.stats.features import SplitStats, batch_statistics
+from transforms.stats.proto import write_statistics
+
+__all__ = ["ComputeStatistics", "MergeSplitStats", "WriteStatistics"]
+
+
+class MergeSplitStats(beam.CombineFn):
+    """SplitStats of batches -> the SplitStats of their rows."""
+
+    def create_accumulator(self) -> SplitStats:
+        return SplitStats()
+
+    def add_input(self, acc: SplitStats, stats: SplitStats) -> SplitStats:
+        return acc.merge(stats)
+
+    def merge_accumulators(self, accs: Iterable[SplitStats]) -> SplitStats:
+        out = SplitStats()
+        for acc in accs:
+            out.merge(acc)
+        return out
+
+    def extract_output(self, acc: SplitStats) -> SplitStats:
+        return acc
+
+
+class _BatchStatsDoFn(beam.DoFn):
+    """(split, TableBatch) -> (split, SplitStats of the batch)."""
+
+    def __init__(self, specs: Sequence[FeatureSpec]) -> None:
+        self._specs = tuple(specs)
+
+    def process(self, element: tuple[str, TableBatch]) -> Iterator[tuple[str, SplitStats]]:
+        split, batch = element
+        yield split, batch_statistics(batch.table, self._specs, batch.source, source_rows(batch))
+
+
+class ComputeStatistics(beam.PTransform):
+    """(split, TableBatch) of the rows the job encodes -> (split, SplitStats), one per split
+    that got rows. A side branch of the encoder's output: no second read of the source."""
+
+    def __init__(self, specs: Sequence[FeatureSpec]) -> None:
+        super().__init__()
+        self._specs = tuple(specs)
+
+    def expand(self, tables: beam.PCollection) -> beam.PCollection:
+        return (
+            tables
+            | "BatchStatistics" >> beam.ParDo(_BatchStatsDoFn(self._specs))
+            | "MergeStatistics" >> beam.CombinePerKey(MergeSplitStats())
+        )
+
+
+def _write_all(
+    _: None,
+    stats: Mapping[str, SplitStats],
+    output_dir: str,
+    splits: Sequence[str],
+    specs: Sequence[FeatureSpec],
+) -> dict[str, str]:
+    return {
+        name: write_statistics(output_dir, name, stats.get(name, SplitStats()), specs)
+        for name in splits
+    }
+
+
+class WriteStatistics(beam.PTransform):
+    """(split, SplitStats) -> one {split: statistics file relative to the output} once every
+    split's statistics are written (a split no row reached gets a file of zero counts)."""
+
+    def __init__(
+        self, output_dir: str, splits: Sequence[str], specs: Sequence[FeatureSpec]
+    ) -> None:
+        super().__init__()
+        self._output_dir = output_dir
+        self._splits = tuple(splits)
+        self._specs = tuple(specs)
+
+    def expand(self, stats: beam.PCollection) -> beam.PCollection:
+        return (
+            stats.pipeline
+            | "Once" >> beam.Create([None])
+            | "Write"
+            >> beam.Map(
+                _write_all,
+                beam.pvalue.AsDict(stats),
+                self._output_dir,
+                self._splits,
+                self._specs,
+            )
+        )

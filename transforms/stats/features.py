@@ -1,0 +1,298 @@
+"""Per-feature statistics of a batch, as mergeable accumulators: plain functions over Arrow.
+
+`batch_statistics(table, specs, source, rows)` reads each feature's column the way the encoder
+does (transforms/encode/columns.py: struct nulls carried down, `null_policy: default` filled,
+values converted to what the records hold: float32 for float features, int64 for ints, dates
+and timestamps, decimal text for decimals) and returns a `SplitStats`; `merge` adds another.
+Everything is computed on the whole batch with pyarrow.compute and numpy; the sketches are in
+sketches.py. A feature a row does not have (a null under `null_policy: omit`) is missing; an
+empty list is present with no values; NaN values are counted apart and left out of min, max,
+mean, std and the quantiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.encode.columns import decimal_text, int64_values, leaf_array
+from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
+from transforms.hashing import hash_bytes
+from transforms.stats.moments import moments
+from transforms.stats.sketches import (
+    GOLDEN,
+    HyperLogLog,
+    Sample,
+    TopK,
+    mix64,
+    position_priorities,
+    smallest,
+)
+
+__all__ = [
+    "SAMPLE_SIZE",
+    "TOP_CAPACITY",
+    "FeatureStats",
+    "SplitStats",
+    "batch_statistics",
+    "row_keys",
+    "stats_kind",
+]
+
+SAMPLE_SIZE = 4096  # values kept for quantiles and histograms, per feature and split
+TOP_CAPACITY = 1000  # counters of the top-k summary, per string feature and split
+
+
+def stats_kind(spec: FeatureSpec) -> str:
+    """ "numeric", "string" or "bytes": which statistics a feature gets. Binary sources get
+    "bytes" (their values need not be UTF-8); other bytes features (strings, decimals) "string"."""
+    if spec.kind != BYTES or spec.encoding == "float64_bytes":
+        return "numeric"
+    return "bytes" if "binary" in spec.source_type else "string"
+
+
+@dataclasses.dataclass
+class FeatureStats:
+    """One feature's accumulator: presence and value counts for all; moments, extremes and a
+    sample for numbers; lengths, distinct values and the top values for strings and bytes."""
+
+    kind: str
+    present: int = 0
+    missing: int = 0
+    values: int = 0  # total values over the present rows
+    min_values: int | None = None  # values in a present row: least, most
+    max_values: int | None = None
+    value_counts: Sample | None = None  # values per present row (list features)
+    count: int = 0  # numbers that are not NaN
+    mean: float = 0.0
+    m2: float = 0.0  # sum of squared deviations from the mean
+    min: float = math.inf
+    max: float = -math.inf
+    zeros: int = 0
+    nans: int = 0
+    infinities: tuple[int, int] = (0, 0)  # -inf, +inf values: left out of mean and m2
+    sample: Sample | None = None
+    length_sum: int = 0  # bytes of the string values
+    min_length: int | None = None
+    max_length: int | None = None
+    distinct: HyperLogLog | None = None
+    top: TopK | None = None
+
+    @property
+    def finite_count(self) -> int:
+        """The numbers `mean` and `m2` are over."""
+        return self.count - sum(self.infinities)
+
+    def moments(self) -> tuple[float, float]:
+        """(mean, population standard deviation) of the numbers, as numpy gives them: an
+        infinity makes the mean infinite (NaN for both signs) and the deviation NaN."""
+        negative, positive = self.infinities
+        if negative or positive:
+            mean = math.nan if negative and positive else math.inf if positive else -math.inf
+            return mean, math.nan
+        return self.mean, math.sqrt(max(self.m2, 0.0) / self.count) if self.count else 0.0
+
+    def merge(self, other: FeatureStats) -> None:
+        self.present += other.present
+        self.missing += other.missing
+        self.values += other.values
+        self.min_values = _least(self.min_values, other.min_values, min)
+        self.max_values = _least(self.max_values, other.max_values, max)
+        self.min_length = _least(self.min_length, other.min_length, min)
+        self.max_length = _least(self.max_length, other.max_length, max)
+        for name in ("value_counts", "sample", "distinct", "top"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is not None:
+                if mine is None:
+                    setattr(self, name, theirs)
+                else:
+                    mine.merge(theirs)
+        mine, theirs = self.finite_count, other.finite_count
+        if theirs:
+            delta = other.mean - self.mean
+            self.mean += delta * theirs / (mine + theirs)
+            self.m2 += other.m2 + delta * delta * mine * theirs / (mine + theirs)
+        self.count += other.count
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
+        self.zeros += other.zeros
+        self.nans += other.nans
+        self.infinities = (
+            self.infinities[0] + other.infinities[0],
+            self.infinities[1] + other.infinities[1],
+        )
+        self.length_sum += other.length_sum
+
+
+def _least(a: int | None, b: int | None, pick) -> int | None:  # noqa: ANN001
+    return b if a is None else a if b is None else pick(a, b)
+
+
+@dataclasses.dataclass
+class SplitStats:
+    """The statistics of the rows of one split: rows, and an accumulator per feature."""
+
+    rows: int = 0
+    features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+
+    def merge(self, other: SplitStats) -> SplitStats:
+        self.rows += other.rows
+        for name, stats in other.features.items():
+            if name in self.features:
+                self.features[name].merge(stats)
+            else:
+                self.features[name] = stats
+        return self
+
+
+def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
+    """A uint64 key per row from its source file and row number: the sample's priorities."""
+    base = np.uint64(hash_bytes(source.encode("utf-8")))
+    return mix64(mix64(np.asarray(rows, np.int64).astype(np.uint64)) ^ base)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _flatten(arr: pa.Array) -> pa.Array:
+    """The innermost values of a list column (of the rows that are not null), in row order."""
+    while _is_list(arr.type):
+        arr = pc.list_flatten(arr)
+    return arr
+
+
+def _element_rows(arr: pa.Array) -> np.ndarray:
+    """The row of each innermost value of a list column."""
+    rows: np.ndarray | None = None
+    while _is_list(arr.type):
+        parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False).astype(np.int64)
+        rows = parents if rows is None else rows[parents]
+        arr = pc.list_flatten(arr)
+    return rows if rows is not None else np.empty(0, np.int64)
+
+
+def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
+    """The values the records hold: float64 (keep_float64), float32 or int64."""
+    if spec.encoding == "float64_bytes":
+        return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
+    if spec.kind == FLOAT:
+        return pc.cast(leaf, pa.float32(), safe=False).to_numpy(zero_copy_only=False)
+    return int64_values(leaf)
+
+
+def _add_numbers(
+    stats: FeatureStats,
+    values: np.ndarray,
+    priorities: np.ndarray,
+    chosen: np.ndarray | None = None,
+) -> None:
+    """`chosen`: the indices of the `SAMPLE_SIZE` smallest priorities, when known."""
+    nans, zeros, count, low, high, negative, positive, mean, m2 = moments(values)
+    stats.nans, stats.zeros, stats.count = nans, zeros, count
+    stats.sample = Sample(SAMPLE_SIZE)
+    if not count:
+        return
+    stats.min, stats.max, stats.mean, stats.m2 = low, high, mean, m2
+    stats.infinities = (negative, positive)
+    if nans:
+        keep = ~np.isnan(values)
+        values, priorities, chosen = values[keep], priorities[keep], None
+    if chosen is None:
+        stats.sample.add(values, priorities)
+    else:
+        stats.sample.add(values[chosen], priorities[chosen])
+
+
+def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None:
+    if pa.types.is_null(leaf.type):
+        return
+    if pa.types.is_decimal(leaf.type):
+        leaf = decimal_text(leaf)
+    lengths = pc.binary_length(leaf)
+    if len(leaf):
+        stats.length_sum = int(pc.sum(lengths).as_py() or 0)
+        extremes = pc.min_max(lengths)
+        stats.min_length = extremes["min"].as_py()
+        stats.max_length = extremes["max"].as_py()
+    stats.distinct = HyperLogLog()
+    if stats.kind == "string":  # the batch's distinct values and their counts, once
+        counted = pc.value_counts(leaf)
+        stats.top = TopK(TOP_CAPACITY)
+        stats.top.add_counted(counted)
+        stats.distinct.add_values(counted.field("values"))
+    else:
+        stats.distinct.add_values(pc.unique(leaf))
+
+
+def _fixed_count(spec: FeatureSpec) -> int | None:
+    """The values every present row has, for a fixed shape; None when they vary."""
+    if spec.shape is None or any(d < 0 for d in spec.shape):
+        return None
+    return math.prod(spec.shape)
+
+
+def feature_statistics(
+    arr: pa.Array, spec: FeatureSpec, keys: np.ndarray, chosen: np.ndarray | None = None
+) -> FeatureStats:
+    """One feature's accumulator over a batch: `arr` its column (`leaf_array`), `keys` the
+    rows' keys (`row_keys`), `chosen` the rows of the `SAMPLE_SIZE` smallest keys (shared by
+    the scalar features every row has)."""
+    stats = FeatureStats(stats_kind(spec))
+    if spec.null_policy == "default" and arr.null_count:
+        arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    n = len(arr)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    stats.present = n if valid is None else int(np.count_nonzero(valid))
+    stats.missing = n - stats.present
+    fixed = _fixed_count(spec)
+    if spec.shape == ():  # one value per present row
+        leaf = arr if valid is None else arr.filter(pa.array(valid))
+        priorities = keys if valid is None else keys[valid]
+        chosen = chosen if valid is None else None
+    else:
+        chosen = None
+        leaf = _flatten(arr)
+        if fixed is not None:  # every present row has `fixed` values, in row order
+            present_keys = keys if valid is None else keys[valid]
+            steps = np.arange(fixed, dtype=np.uint64) * GOLDEN
+            priorities = (present_keys[:, None] + steps[None, :]).ravel()
+        else:
+            element_rows = _element_rows(arr)
+            priorities = position_priorities(keys, element_rows)
+            counts = np.bincount(element_rows, minlength=n)
+            if valid is not None:
+                counts, present_keys = counts[valid], keys[valid]
+            else:
+                present_keys = keys
+            stats.value_counts = Sample(SAMPLE_SIZE)
+            stats.value_counts.add(counts, present_keys)
+            if len(counts):
+                stats.min_values, stats.max_values = int(counts.min()), int(counts.max())
+    stats.values = len(leaf)
+    if fixed is not None and stats.present:
+        stats.min_values = stats.max_values = fixed
+    if stats.kind == "numeric":
+        _add_numbers(stats, _numbers(spec, leaf), priorities, chosen)
+    else:
+        _add_strings(stats, spec, leaf)
+    return stats
+
+
+def batch_statistics(
+    table: pa.Table,
+    specs: list[FeatureSpec] | tuple[FeatureSpec, ...],
+    source: str,
+    rows: np.ndarray,
+) -> SplitStats:
+    """The statistics of every feature over the rows of `table` (all of one split), whose
+    source rows in `source` are `rows`."""
+    keys = row_keys(source, rows)
+    chosen = smallest(keys, SAMPLE_SIZE)
+    features = {
+        s.name: feature_statistics(leaf_array(table, s.path), s, keys, chosen) for s in specs
+    }
+    return SplitStats(table.num_rows, features)
