@@ -27,10 +27,12 @@ setup(
         "google-crc32c>=1.5",
         "isal>=1.6",
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
+        "matplotlib>=3.8",  # the report's plots (tfrecord-etl report)
         "numba>=0.60",
         "numpy>=1.26",
         "pyarrow>=14",
         "pyyaml>=6",
+        "tensorflow-metadata==1.21.0",  # statistics protos (protobuf only, no TensorFlow)
     ],
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.

@@ -1,6 +1,6 @@
-"""Command line: `tfrecord-etl convert`, `inspect` and `verify`. Argument parsing only (the
-commands run in pipeline/launch.py); flags `convert` does not know are Beam pipeline options
-and go to PipelineOptions unchanged."""
+"""Command line: `tfrecord-etl convert`, `inspect`, `verify` and `report`. Argument parsing only
+(the commands run in pipeline/launch.py, `report` in pipeline/report/write.py); flags `convert`
+does not know are Beam pipeline options and go to PipelineOptions unchanged."""
 
 from __future__ import annotations
 
@@ -66,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
         default=20,
         help="findings shown per check (default 20; all are counted)",
     )
+    r = sub.add_parser(
+        "report",
+        help="write <output>/report.html: splits, shards, bad rows, types, a plot per feature",
+        description="Write a self-contained report.html into an output from its manifest and "
+        "statistics (nothing is fetched when it is viewed). Exit 0: written; 1: it could not be "
+        "read or written.",
+    )
+    r.add_argument("output", help="the output directory (holding manifest.json)")
     return parser
 
 
@@ -106,4 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return launch.verify(args)
     if args.command == "inspect":
         return launch.inspect(args)
+    if args.command == "report":
+        from pipeline.report.write import report_command  # no Beam, no TensorFlow
+
+        return report_command(args.output)
     return launch.EXIT_USAGE

@@ -55,6 +55,7 @@ class JobConfig:
     shuffle: tuple[str, ...] = ()  # the splits written in a seeded global shuffle
     shuffle_seed: int = 0
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
+    report: bool = False  # write report.html after the run (not recorded in the manifest)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -258,7 +259,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         entry = dataclasses.asdict(opts)
         entry["shape"] = None if opts.shape is None else list(opts.shape)
         columns[name] = entry
-    scalars = {key: getattr(config, key) for key in _SCALARS}
+    scalars = {key: getattr(config, key) for key in _SCALARS if _OPTIONS[key].recorded}
     return {
         "input": list(config.inputs),
         **scalars,

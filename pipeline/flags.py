@@ -35,7 +35,8 @@ class Option:
     `form`: "scalar" (one value of `types[0]`), "bool" (`--x`, `--x=true|false`), "paths"
     (one or more values; the config takes a path or a list) or "switch" (a bool flag, the config
     also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
-    their own config parser (pipeline/config.py).
+    their own config parser (pipeline/config.py). `recorded=False`: the manifest's `config`
+    section leaves it out (it acts after the job, on nothing the records hold: `report`).
     """
 
     key: str
@@ -45,6 +46,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     flag: bool = True
     metavar: str | None = None
+    recorded: bool = True  # False: not in the manifest's config (acts after the job, not on it)
 
     @property
     def flags(self) -> list[str]:
@@ -99,6 +101,14 @@ OPTIONS: tuple[Option, ...] = (
         (str,),
         "a previous manifest (or output dir): fail before writing if a column disappeared "
         "or changed type",
+    ),
+    Option(
+        "report",
+        (bool,),
+        "after the run, write <output>/report.html from the manifest and the statistics "
+        "(also tfrecord-etl report OUTPUT)",
+        "bool",
+        recorded=False,
     ),
 )
 

@@ -4,7 +4,10 @@ Written last, and only when every shard is in place; a directory without it is n
 complete output. Paths of shards are relative to the output directory, so it can be moved;
 a listed path that would leave it is refused when the manifest is parsed (`from_json`).
 `Manifest` is built in one place (pipeline/build.py, when the job ends) and read through its
-attributes by the reader, verify, inspect, the drift check and the run summary.
+attributes by the reader, verify, inspect, the drift check, the run summary and the report.
+Beam's FileSystems is imported by the functions that open files, so parsing a manifest
+(`Manifest.from_json`) imports no Beam. `statistics` and `schema` name the TF Metadata files
+(per split `DatasetFeatureStatisticsList`, `schema.pbtxt`) when the run wrote them.
 """
 
 from __future__ import annotations
@@ -15,8 +18,6 @@ import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.confine import check_inside
 from transforms.encode.schema import FeatureSpec
@@ -158,6 +159,13 @@ def _check_confined(path: str, data: Mapping[str, Any]) -> None:
         raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
     for i, file in enumerate(files):
         check_inside(file, path, f"transform.files[{i}]")
+    statistics = data.get("statistics")
+    if statistics is not None and not isinstance(statistics, dict):
+        raise ValueError(f"{path}: key 'statistics' must map split names to paths")
+    for name, file in (statistics or {}).items():
+        check_inside(file, path, f"statistics.{name}")
+    if data.get("schema") is not None:
+        check_inside(data["schema"], path, "schema")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +187,8 @@ class Manifest:
     bad_rows: BadRowFiles | None = None
     config: Mapping[str, Any] | None = None  # the run's effective config (config_to_json)
     manifest_version: int = MANIFEST_VERSION
+    statistics: Mapping[str, str] | None = None  # split -> its DatasetFeatureStatisticsList file
+    schema: str | None = None  # the TF Metadata schema.pbtxt
 
     @property
     def tf_compression_type(self) -> str:
@@ -227,6 +237,10 @@ class Manifest:
             out["bad_rows"] = {"count": self.bad_rows.count, "files": list(self.bad_rows.files)}
         if self.config is not None:
             out["config"] = self.config
+        if self.statistics is not None:
+            out["statistics"] = dict(self.statistics)
+        if self.schema is not None:
+            out["schema"] = self.schema
         return out
 
     @classmethod
@@ -278,6 +292,10 @@ class Manifest:
                 if bad is None
                 else BadRowFiles(int(bad.get("count", 0)), tuple(bad.get("files", []))),
                 config=data.get("config"),
+                statistics=None
+                if data.get("statistics") is None
+                else {str(k): str(v) for k, v in data["statistics"].items()},
+                schema=data.get("schema"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -338,10 +356,14 @@ class Manifest:
 
 
 def manifest_path(output_dir: str) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
     return FileSystems.join(output_dir, MANIFEST_NAME)
 
 
 def write_manifest(output_dir: str, manifest: Manifest) -> str:
+    from apache_beam.io.filesystems import FileSystems
+
     path = manifest_path(output_dir)
     with FileSystems.create(path, mime_type="application/json") as f:
         f.write(json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode("utf-8"))
@@ -351,6 +373,8 @@ def write_manifest(output_dir: str, manifest: Manifest) -> str:
 def read_manifest(output_dir: str, strict: bool = False) -> Manifest:
     """The manifest of the output in `output_dir`; FileNotFoundError when there is none,
     ValueError when it is malformed or of another version (see `Manifest.from_json`)."""
+    from apache_beam.io.filesystems import FileSystems
+
     path = manifest_path(output_dir)
     if not FileSystems.exists(path):
         raise FileNotFoundError(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import manifest_path, read_manifest
+from pipeline.report import REPORT_NAME
 from transforms.deadletter import ERRORS_DIR
 
 __all__ = ["OutputExistsError", "clear_leftovers", "clear_previous_output", "remove_empty_dir"]
@@ -43,13 +44,15 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
 
 def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
     """Remove what an earlier run that did not finish may have left: shards of the configured
-    splits (of any shard count), the sinks' temp directories, bad-row files. Runs once no
-    manifest is there (a complete output is refused or cleared first)."""
+    splits (of any shard count), the sinks' temp directories, bad-row files, a report of an
+    earlier output. Runs once no manifest is there (a complete output is refused or cleared
+    first)."""
     patterns = [FileSystems.join(output, f"{name}-?????-of-?????*") for name, _ in splits]
     patterns += [
         FileSystems.join(output, "beam-temp-*", "*"),
         FileSystems.join(output, ERRORS_DIR, "*"),
         FileSystems.join(output, ERRORS_DIR, "beam-temp-*", "*"),
+        FileSystems.join(output, REPORT_NAME),
     ]
     old = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
     if old:

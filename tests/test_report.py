@@ -1,0 +1,324 @@
+"""`tfrecord-etl report`: the page's numbers equal the statistics, every user string is escaped,
+nothing is fetched, 100 features stay under 2 MB, the command imports neither Beam nor
+TensorFlow, `convert --report` writes it; and the sample's report in headless Chromium (Debian's
+`chromium`, which .ci/run installs): a screenshot that is not blank, no error logged, every plot
+decoded, nothing the page's policy blocked, the rendered page's numbers equal to the statistics.
+
+The sample's report: the bundled sample converted by the job, its statistics written with
+tests/report_stats.py, then `tfrecord-etl report`. TFRECORD_ETL_REPORT_SCREENSHOT=PATH keeps the
+screenshot (docs/report.png is made so).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, SAMPLE_PARQUET
+from PIL import Image
+from report_page import check_numbers, make_output, page_cells
+from report_stats import add_statistics
+
+from pipeline.manifest import Manifest
+from pipeline.report.files import load_manifest
+from pipeline.report.write import render_report, write_report
+
+NASTY = "<script>alert(1)</script>"
+ODD_NAME = 'we<ird> "name" & $x$'
+
+
+def _table(rows: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    fare = rng.gamma(2.0, 6.0, rows).round(2)
+    fare[rng.random(rows) < 0.1] = 0.0
+    tags = [
+        None if i % 9 == 0 else [NASTY, "a&b \"q\" 'x'", "$\\alpha$", "t\x00ctl", "</td>"][: i % 6]
+        for i in range(rows)
+    ]
+    return pa.table(
+        {
+            "fare": pa.array([None if i % 7 == 0 else f for i, f in enumerate(fare)]),
+            ODD_NAME: pa.array(rng.integers(-3, 50, rows), pa.int32()),
+            "city": pa.array(rng.choice(["Chicago", NASTY, "Zürich & co"], rows).tolist()),
+            "tags": pa.array(tags, pa.list_(pa.string())),
+            "grid": pa.array(
+                rng.integers(0, 9, (rows, 2, 2)).tolist(), pa.list_(pa.list_(pa.int32()))
+            ),
+            "blob": pa.array([bytes([i % 256, 255]) for i in range(rows)], pa.binary()),
+        }
+    )
+
+
+BAD = [
+    {"source": "in.parquet", "row": 3, "column": ODD_NAME, "stage": "encode", "reason": NASTY},
+    {"source": "in.parquet", "row": 8, "column": None, "stage": "read", "reason": "short row"},
+    {"source": "in.parquet", "row": 9, "column": ODD_NAME, "stage": "encode", "reason": "x"},
+]
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tables = {"train": _table(400, 1), "eval": _table(120, 2)}
+    return make_output(tmp_path_factory.mktemp("report") / "out", tables, bad_rows=BAD)
+
+
+@pytest.fixture(scope="module")
+def page(output: Path) -> str:
+    result = write_report(str(output))
+    assert result.path == str(output / "report.html")
+    assert result.splits_with_statistics == ("train", "eval")
+    assert result.features == 6  # fare, the odd name, city, tags, grid, blob
+    return (output / "report.html").read_text(encoding="utf-8")
+
+
+def test_numbers_equal_the_statistics(output: Path, page: str) -> None:
+    stats = {s: output / f"statistics/{s}/FeatureStats.pb" for s in ("train", "eval")}
+    checked = check_numbers(page, stats)
+    assert checked > 2 * 6 * 6  # every split, feature and statistic
+
+
+def test_splits_shards_and_bad_rows(page: str) -> None:
+    cells = page_cells(page)
+    split = {
+        (c.get("data-split"), c["data-stat"]): int(c["data-value"])
+        for c in cells
+        if c.get("data-stat") in ("rows", "shards", "bytes") and not c["table-feature"]
+    }
+    assert split[("train", "rows")] == 400 and split[("eval", "rows")] == 120
+    assert split[("train", "shards")] == 1 and split[("eval", "bytes")] == 1037
+    bad = [int(c["data-value"]) for c in cells if c["data-stat"] == "bad rows"]
+    assert bad == [2, 1]  # (encode, the odd column) twice, then (read, whole row)
+    assert "3 bad row(s)" in page
+
+
+def test_user_strings_are_escaped(page: str) -> None:
+    assert "<script" not in page.lower()  # the page has no script, and no value made one
+    assert html.escape(NASTY) in page  # the value is shown, as text
+    assert html.escape(ODD_NAME, quote=True) in page
+    assert "<code>&lt;/td&gt;</code>" in page  # a top value that closes a cell, as text
+    assert "\x00" not in page and "<code>t\ufffdctl</code>" in page
+
+
+def test_nothing_is_fetched(page: str) -> None:
+    assert re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page) is None
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    assert "default-src 'none'" in page  # the CSP: a browser fetches nothing for it
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/svg+xml;base64,") for s in sources)
+
+
+def test_type_mapping(output: Path, page: str) -> None:
+    manifest = load_manifest(str(output))
+    for feature in manifest.features:
+        row = (
+            f"<td>{html.escape(feature.spec.source_type)}</td><td><code>"
+            f"{html.escape(feature.name)}</code></td><td>{feature.spec.kind}</td>"
+            f"<td>{feature.spec.dtype}</td>"
+        )
+        assert row in page
+    assert "<td>(2, 2)</td>" in page and "<td>variable-length list</td>" in page
+
+
+def test_without_statistics(tmp_path: Path) -> None:
+    out = make_output(tmp_path / "out", {"train": _table(50, 3)}, statistics=False)
+    page, result = render_report(str(out))
+    assert result.features == 0 and result.splits_with_statistics == ()
+    assert "This output has no statistics" in page and "<img" not in page
+    assert html.escape(ODD_NAME) in page  # the type mapping is there
+
+
+def test_statistics_paths_stay_inside(tmp_path: Path) -> None:
+    out = make_output(tmp_path / "out", {"train": _table(20, 4)})
+    data = json.loads((out / "manifest.json").read_text())
+    assert Manifest.from_json(data).statistics == {"train": "statistics/train/FeatureStats.pb"}
+    assert Manifest.from_json({**data, "schema": "schema.pbtxt"}).to_json()["schema"] == (
+        "schema.pbtxt"
+    )
+    for bad in ({"statistics": {"train": "../x.pb"}}, {"schema": "/etc/passwd"}):
+        with pytest.raises(ValueError, match="leaves the directory"):
+            Manifest.from_json({**data, **bad})
+    (out / "statistics/train/FeatureStats.pb").write_bytes(b"\x0a\xff\xff")
+    with pytest.raises(ValueError, match="not a DatasetFeatureStatisticsList"):
+        render_report(str(out))
+
+
+def test_hundred_features_under_two_megabytes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    rows = 300
+    columns = {}
+    for i in range(100):
+        kind = i % 4
+        if kind == 0:
+            columns[f"num_{i}"] = pa.array(rng.normal(i, 3, rows))
+        elif kind == 1:
+            columns[f"int_{i}"] = pa.array(rng.integers(0, 1000, rows))
+        elif kind == 2:
+            words = [f"value {j} of column {i}" for j in range(40)]
+            columns[f"str_{i}"] = pa.array(rng.choice(words, rows).tolist())
+        else:
+            columns[f"list_{i}"] = pa.array(
+                [rng.normal(0, 1, rng.integers(0, 6)).tolist() for _ in range(rows)]
+            )
+    table = pa.table(columns)
+    out = make_output(tmp_path / "out", {"train": table.slice(0, 240), "eval": table.slice(240)})
+    result = write_report(str(out))
+    assert result.features == 100
+    print(f"report of 100 features, 2 splits: {result.bytes:,} bytes")
+    assert result.bytes < 2_000_000
+
+
+def test_report_imports_neither_beam_nor_tensorflow(output: Path) -> None:
+    code = (
+        "import sys; from pipeline.report.write import write_report; "
+        f"write_report({str(output)!r}); "
+        "bad = [m for m in ('apache_beam', 'tensorflow') if m in sys.modules]; "
+        "sys.exit(f'imported {bad}' if bad else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def sample_output(tmp_path_factory: pytest.TempPathFactory, run_cli_captured) -> tuple:
+    """The bundled sample converted with --report (no statistics yet): the output, the run's
+    stdout, the page it wrote."""
+    out = tmp_path_factory.mktemp("sample") / "sample-output"
+    done = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", out, "--report"])
+    assert done.code == 0, done.err
+    return out, done.out, (out / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def sample_report(sample_output, run_cli_captured) -> tuple:
+    """The sample's statistics added (tests/report_stats.py), then `tfrecord-etl report`."""
+    out = sample_output[0]
+    stats = add_statistics(out, {"train": pq.read_table(SAMPLE_PARQUET)})
+    done = run_cli_captured(["report", out])
+    assert done.code == 0, done.err
+    assert f"report: {out / 'report.html'}" in done.out and "statistics: train)" in done.out
+    return out / "report.html", stats
+
+
+def test_convert_report(sample_output) -> None:
+    out, stdout, page = sample_output
+    assert f"report: {out / 'report.html'}" in stdout
+    assert json.loads(stdout.strip().splitlines()[-1])["report"] == str(out / "report.html")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "report" not in manifest["config"]  # the output does not depend on --report
+    assert "This output has no statistics" in page
+    assert '<td class="n" data-split="train" data-stat="rows" data-value="2000">2,000</td>' in page
+
+
+def test_report_command_without_an_output(tmp_path: Path, run_cli_captured) -> None:
+    done = run_cli_captured(["report", tmp_path / "nothing"])
+    assert done.code == 1 and "no manifest" in done.err
+    assert not (tmp_path / "nothing").exists()
+
+
+# ----------------------------------------------------------------------------- in Chromium
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (.ci/run installs it)")
+
+# Runs before the page's own Content-Security-Policy (a meta policy covers what follows it):
+# records errors, blocked fetches and undecoded images into the DOM that --dump-dom prints.
+PROBE = """<script>
+window.__problems = [];
+addEventListener("error", e => __problems.push("error: " + (e.message ||
+  (e.target && e.target.outerHTML ? e.target.outerHTML.slice(0, 80) : "?"))), true);
+addEventListener("securitypolicyviolation", e =>
+  __problems.push("blocked: " + e.violatedDirective + " " + e.blockedURI));
+addEventListener("load", () => {
+  for (const img of document.images) {
+    if (!img.complete || img.naturalWidth === 0) __problems.push("not decoded: " + img.alt);
+  }
+  document.body.setAttribute("data-probe", JSON.stringify(
+    {problems: __problems, images: document.images.length}));
+});
+</script>"""
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--disable-extensions",
+            "--enable-logging=stderr",
+            "--v=0",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _console_errors(stderr: str) -> list[str]:
+    """Lines where the page logged to the console (Chromium's CONSOLE lines) or threw."""
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run"]
+    return subprocess.run(
+        [CHROMIUM, *flags, "--enable-logging=stderr", "--v=0", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _console_errors(stderr: str) -> list[str]:
+    """Lines where the page logged to the console (Chromium's CONSOLE lines) or threw."""
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@needs_chromium
+def test_screenshot_is_not_blank_and_nothing_is_logged(sample_report, tmp_path: Path) -> None:
+    report, _ = sample_report
+    shot = tmp_path / "report.png"
+    done = _chromium("--window-size=1200,1500", f"--screenshot={shot}", report.as_uri())
+    assert shot.exists(), done.stderr[-3000:]
+    assert _console_errors(done.stderr) == []
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
+    assert pixels.shape[:2] == (1500, 1200)
+    assert pixels.std() > 10  # not one colour
+    colours = np.unique(pixels.reshape(-1, 3), axis=0)
+    assert len(colours) > 50  # text, tables and plots, not a flat page
+    keep = os.environ.get("TFRECORD_ETL_REPORT_SCREENSHOT")
+    if keep:  # docs/report.png is made so
+        Image.open(shot).convert("RGB").quantize(colors=64).save(keep, optimize=True)
+
+
+@needs_chromium
+def test_rendered_page_has_the_statistics_and_no_error(sample_report, tmp_path: Path) -> None:
+    report, stats = sample_report
+    page = report.read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    done = _chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _console_errors(done.stderr) == []
+    found = re.search(r'<body[^>]*data-probe="([^"]*)"', done.stdout)
+    assert found, done.stdout[:2000]
+    result = json.loads(html.unescape(found.group(1)))
+    features = json.loads((report.parent / "manifest.json").read_text())["features"]
+    assert result == {"problems": [], "images": len(features)}
+    assert check_numbers(done.stdout, stats) > 10 * len(features)
