@@ -64,10 +64,11 @@ def _histogram(values: np.ndarray, kind: int, buckets: int = 10) -> H:
     return h
 
 
-def _common(common: statistics_pb2.CommonStatistics, counts: np.ndarray) -> None:
-    present = counts[counts > 0] if counts.any() else counts[:0]
+def _common(common: statistics_pb2.CommonStatistics, arr: pa.Array) -> None:
+    """Present: a row that is not null (an empty list is present, with 0 values)."""
+    present = _counts(arr)[np.asarray(arr.is_valid(), dtype=bool)]
     common.num_non_missing = len(present)
-    common.num_missing = int(len(counts) - len(present))
+    common.num_missing = len(arr) - len(present)
     if len(present):
         common.min_num_values = int(present.min())
         common.max_num_values = int(present.max())
@@ -89,12 +90,11 @@ def _numbers(arr: pa.Array) -> np.ndarray:
 
 def feature_statistics(name: str, arr: pa.Array, kind: str, dtype: str) -> F:
     """One feature's statistics, as TFDV computes them (population std dev)."""
-    counts = _counts(arr)
     values = _values(arr)
     if kind in ("int64", "float"):
         f = F(name=name, type=F.INT if kind == "int64" else F.FLOAT)
         num = f.num_stats
-        _common(num.common_stats, counts)
+        _common(num.common_stats, arr)
         x = _numbers(values)
         if len(x):
             num.mean, num.std_dev = float(x.mean()), float(x.std())
@@ -108,7 +108,7 @@ def feature_statistics(name: str, arr: pa.Array, kind: str, dtype: str) -> F:
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         f = F(name=name, type=F.STRING)
         text = f.string_stats
-        _common(text.common_stats, counts)
+        _common(text.common_stats, arr)
         pairs = pc.value_counts(values).to_pylist()
         pairs.sort(key=lambda p: (-p["counts"], p["values"]))
         text.unique = len(pairs)
@@ -119,7 +119,7 @@ def feature_statistics(name: str, arr: pa.Array, kind: str, dtype: str) -> F:
         return f
     f = F(name=name, type=F.BYTES)
     raw = f.bytes_stats
-    _common(raw.common_stats, counts)
+    _common(raw.common_stats, arr)
     if len(values):
         lengths = pc.binary_length(values).to_numpy()
         raw.unique = len(pc.unique(values))

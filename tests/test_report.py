@@ -29,6 +29,7 @@ from PIL import Image
 from report_page import check_numbers, make_output, page_cells
 from report_stats import add_statistics
 
+from pipeline.config import ConfigError, config_to_json, load_config
 from pipeline.manifest import Manifest
 from pipeline.report.files import load_manifest
 from pipeline.report.write import render_report, write_report
@@ -322,3 +323,23 @@ def test_rendered_page_has_the_statistics_and_no_error(sample_report, tmp_path: 
     features = json.loads((report.parent / "manifest.json").read_text())["features"]
     assert result == {"problems": [], "images": len(features)}
     assert check_numbers(done.stdout, stats) > 10 * len(features)
+
+
+def test_report_is_a_config_key_the_manifest_leaves_out(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("input: in.parquet\noutput: out\nreport: true\n", encoding="utf-8")
+    assert load_config(str(config), {}).report is True
+    assert load_config(str(config), {"report": False}).report is False  # the flag wins
+    assert "report" not in config_to_json(load_config(str(config), {}))
+    with pytest.raises(ConfigError, match="key 'report'"):
+        load_config(None, {"input": ["x"], "output": "o", "report": "yes"})
+
+
+def test_a_new_run_removes_an_earlier_report(tmp_path: Path) -> None:
+    from pipeline.output_dir import clear_leftovers
+
+    (tmp_path / "report.html").write_text("<p>an earlier output's</p>", encoding="utf-8")
+    (tmp_path / "notes.html").write_text("kept", encoding="utf-8")
+    clear_leftovers(str(tmp_path), [("train", 1)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.html"]
+    clear_leftovers(str(tmp_path), [("train", 1)])  # nothing to remove: no error
