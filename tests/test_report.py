@@ -28,6 +28,7 @@ from conftest import REPO, SAMPLE_PARQUET
 from PIL import Image
 from report_page import check_numbers, make_output, page_cells
 from report_stats import add_statistics
+from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from pipeline.config import ConfigError, config_to_json, load_config
 from pipeline.manifest import Manifest
@@ -128,6 +129,17 @@ def test_type_mapping(output: Path, page: str) -> None:
         )
         assert row in page
     assert "<td>(2, 2)</td>" in page and "<td>variable-length list</td>" in page
+
+
+def test_statistics_of_an_unknown_feature_are_named(tmp_path: Path) -> None:
+    out = make_output(tmp_path / "out", {"train": _table(30, 6)})
+    stats_file = out / "statistics/train/FeatureStats.pb"
+    stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(stats_file.read_bytes())
+    stats.datasets[0].features.add(name="<gone>", type=statistics_pb2.FeatureNameStatistics.INT)
+    stats_file.write_bytes(stats.SerializeToString())
+    page, result = render_report(str(out))
+    assert result.features == 6
+    assert "does not list (not shown): <code>&lt;gone&gt;</code>" in page
 
 
 def test_without_statistics(tmp_path: Path) -> None:

@@ -282,6 +282,14 @@ def render_page(
         features = "".join(
             _feature(f, summaries.get(f.name, {}), plots.get(f.name, "")) for f in manifest.features
         )
+        known = {f.name for f in manifest.features}
+        others = [name for name in summaries if name not in known]
+        if others:
+            features += (
+                "<p class=warn>Statistics of features the manifest does not list (not shown): "
+                + ", ".join(f"<code>{_e(name)}</code>" for name in others)
+                + "</p>"
+            )
     else:
         features = (
             "<p class=muted>This output has no statistics (the manifest lists none): "
