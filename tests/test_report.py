@@ -355,3 +355,33 @@ def test_a_new_run_removes_an_earlier_report(tmp_path: Path) -> None:
     clear_leftovers(str(tmp_path), [("train", 1)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.html"]
     clear_leftovers(str(tmp_path), [("train", 1)])  # nothing to remove: no error
+
+
+def test_figures_are_well_formed_svg_for_every_kind_of_summary() -> None:
+    from xml.etree import ElementTree
+
+    from pipeline.report.plots import feature_svg
+    from pipeline.report.stats import FeatureSummary, ListLengths
+
+    quantiles = tuple((float(i), float(i + 1), 5.0) for i in range(10))
+    cases = {
+        "quantiles only": FeatureSummary("q", "FLOAT", 60, 50, 10, {}, quantiles, True),
+        "all null": FeatureSummary("n", "INT", 40, 0, 40, {}),
+        "constant": FeatureSummary("c", "INT", 5, 5, 0, {}, ((7.0, 7.0, 5.0),)),
+        "strings": FeatureSummary(
+            "s", "STRING", 9, 9, 0, {}, top_values=(("<b>&\x00$x$", 5.0), ("y" * 80, 4.0))
+        ),
+        "lists": FeatureSummary(
+            "l", "FLOAT", 9, 8, 1, {}, lengths=ListLengths(0, 4, 2.0, quantiles[:4], True)
+        ),
+    }
+    texts = {}
+    for name, summary in cases.items():
+        svg = feature_svg({"train": summary, "eval <&>": summary})
+        root = ElementTree.fromstring(svg)  # well-formed XML, or this raises
+        texts[name] = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "<b>&\ufffd$x$" in texts["strings"]  # as text: no markup, no math, no NUL
+    assert "y" * 21 + "…" in texts["strings"] and "y" * 22 not in texts["strings"]
+    assert "eval <&>: 100.0%" in texts["all null"] and "null rate" in texts["all null"]
+    assert "values per row: cumulative share" in texts["lists"]
+    assert "values: cumulative share" in texts["quantiles only"]
