@@ -385,3 +385,22 @@ def test_figures_are_well_formed_svg_for_every_kind_of_summary() -> None:
     assert "eval <&>: 100.0%" in texts["all null"] and "null rate" in texts["all null"]
     assert "values per row: cumulative share" in texts["lists"]
     assert "values: cumulative share" in texts["quantiles only"]
+
+
+def test_report_of_an_output_on_gs(output: Path) -> None:
+    """The hand-made output copied to a GCS emulator: the report read and written there is the
+    local one with the output's name changed."""
+    from apache_beam.io.filesystems import FileSystems
+    from gcs_emulator import GcsEmulator
+
+    with GcsEmulator(("bucket",)) as gcs, gcs.environ():
+        remote = "gs://bucket/out"
+        for path in output.rglob("*"):
+            if path.is_file() and path.name != "report.html":
+                with FileSystems.create(f"{remote}/{path.relative_to(output).as_posix()}") as f:
+                    f.write(path.read_bytes())
+        result = write_report(remote)
+        assert result.path == f"{remote}/report.html" and result.features == 6
+        page = gcs.read("bucket", "out/report.html").decode("utf-8")
+    local, _ = render_report(str(output))
+    assert page == local.replace(html.escape(str(output)), html.escape(remote))
