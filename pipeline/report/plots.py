@@ -20,7 +20,7 @@ import io
 import itertools
 import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -31,6 +31,8 @@ from matplotlib.ticker import MaxNLocator
 from pipeline.report.stats import Bucket, FeatureSummary
 
 __all__ = ["COLORS", "feature_svg", "label"]
+
+Panel = Callable[[Axes, Mapping[str, FeatureSummary]], None]
 
 COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 TOP_SHOWN = 10  # top values drawn per feature
@@ -111,7 +113,7 @@ def _share(quantiles: Iterable[bool]) -> str:
 
 
 def _distribution(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
-    for color, (split, s) in zip(COLORS * 8, by_split.items(), strict=False):
+    for color, (split, s) in zip(itertools.cycle(COLORS), by_split.items()):
         if s.histogram:
             draw = _cumulative if s.histogram_quantiles else _bars
             draw(ax, s.histogram, color, label(split, 12))
@@ -126,7 +128,7 @@ def _top_values(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
         order += [v for v, _ in s.top_values if v not in order]
     order = order[:TOP_SHOWN]
     height = 0.8 / max(len(by_split), 1)
-    for i, (color, (split, s)) in enumerate(zip(COLORS * 8, by_split.items(), strict=False)):
+    for i, (color, (split, s)) in enumerate(zip(itertools.cycle(COLORS), by_split.items())):
         counts = dict(s.top_values)
         total = float(s.present) or 1.0
         rows = [(k, counts[v] / total) for k, v in enumerate(order) if v in counts]
@@ -144,7 +146,7 @@ def _top_values(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
 
 
 def _lengths(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
-    for color, (split, s) in zip(COLORS * 8, by_split.items(), strict=False):
+    for color, (split, s) in zip(itertools.cycle(COLORS), by_split.items()):
         if s.lengths is not None and s.lengths.buckets:
             draw = _cumulative if s.lengths.quantiles else _bars
             draw(ax, s.lengths.buckets, color, label(split, 12))
@@ -156,7 +158,8 @@ def _nulls(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
     """A bar per split (the share of rows without a value), labelled; no axis."""
     rates = [s.null_rate for s in by_split.values()]
     ax.barh(range(len(rates)), [1.0] * len(rates), color="#eeeeee", height=0.6)
-    ax.barh(range(len(rates)), rates, color=COLORS[: len(rates)] or None, height=0.6)
+    colors = [c for c, _ in zip(itertools.cycle(COLORS), rates)]
+    ax.barh(range(len(rates)), rates, color=colors, height=0.6)
     for k, (split, rate) in enumerate(zip(by_split, rates, strict=True)):
         ax.text(0.02, k - 0.42, f"{label(split, 12)}: {rate:.1%}", va="bottom")
     ax.set_xlim(0, 1)
@@ -165,9 +168,9 @@ def _nulls(ax: Axes, by_split: Mapping[str, FeatureSummary]) -> None:
     ax.set_title("null rate")
 
 
-def _panels(by_split: Mapping[str, FeatureSummary]) -> list:
+def _panels(by_split: Mapping[str, FeatureSummary]) -> list[Panel]:
     summaries = list(by_split.values())
-    panels = []
+    panels: list[Panel] = []
     if any(s.histogram for s in summaries):
         panels.append(_distribution)
     elif any(s.top_values for s in summaries):
