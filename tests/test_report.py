@@ -412,3 +412,16 @@ def test_report_of_an_output_on_gs(output: Path) -> None:
         page = gcs.read("bucket", "out/report.html").decode("utf-8")
     local, _ = render_report(str(output))
     assert page == local.replace(html.escape(str(output)), html.escape(remote))
+
+
+def test_shard_bytes_from_the_file_when_the_writer_did_not_count(tmp_path: Path) -> None:
+    out = make_output(tmp_path / "out", {"train": _table(20, 7)}, statistics=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for shard in manifest["splits"]["train"]["shards"]:
+        shard["rows"] = shard["bytes"] = None  # as Beam's own TFRecord sink leaves them
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (out / "train-00000-of-00001.tfrecord.gz").write_bytes(b"y" * 4321)
+    page, _ = render_report(str(out))
+    cells = {c["data-stat"]: c["data-value"] for c in page_cells(page) if c.get("data-split")}
+    assert cells["bytes"] == "4321" and cells["shard bytes"] == "4321"
+    assert "shard rows" not in cells and "<td>?</td>" in page

@@ -9,7 +9,7 @@ one as bars of each bucket's share of the split's values.
 Matplotlib's object API only (no pyplot: no global figure state), the Agg-free SVG backend, text
 left as SVG text (`svg.fonttype: none`, a few hundred bytes per label instead of glyph paths),
 no date or creator in the file, ids from a fixed salt: the same statistics give the same bytes;
-then compacted (`_compact`: geometry to 0.1 pt, whitespace out), about 7-11 KB a figure.
+then compacted (`_compact`: geometry to 0.1 pt, whitespace out), about 5-10 KB a figure.
 User strings (values, split names) reach matplotlib as plain text (`text.parse_math` off, so a
 `$` is not mathtext), cut to a short label, control characters replaced.
 """
