@@ -425,3 +425,21 @@ def test_shard_bytes_from_the_file_when_the_writer_did_not_count(tmp_path: Path)
     cells = {c["data-stat"]: c["data-value"] for c in page_cells(page) if c.get("data-split")}
     assert cells["bytes"] == "4321" and cells["shard bytes"] == "4321"
     assert "shard rows" not in cells and "<td>?</td>" in page
+
+
+def test_convert_report_that_fails_exits_1_with_the_output_complete(
+    tmp_path: Path, run_cli_captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), source)
+
+    def fails(output: str) -> None:
+        raise OSError(f"{output}/report.html: no space left")
+
+    monkeypatch.setattr("pipeline.report.write.write_report", fails)
+    done = run_cli_captured(["convert", "--input", source, "--output", tmp_path / "o", "--report"])
+    assert done.code == 1
+    assert "the output is complete, its report failed" in done.err and "no space left" in done.err
+    summary = json.loads(done.out.strip().splitlines()[-1])
+    assert summary["status"] == "failed" and summary["error"].startswith("report: ")
+    assert (tmp_path / "o" / "manifest.json").exists()
