@@ -27,6 +27,7 @@ setup(
         "google-crc32c>=1.5",
         "isal>=1.6",
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
+        "matplotlib>=3.8",  # the report's plots (tfrecord-etl report)
         "numba>=0.60",
         "numpy>=1.26",
         "protobuf>=4.25",  # imported directly: tf.train.Example's classes (inspect, verify)

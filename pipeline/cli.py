@@ -1,7 +1,8 @@
-"""Command line: `tfrecord-etl convert`, `plan`, `inspect` and `verify`. Argument parsing only
-(the commands run in pipeline/launch.py and pipeline/commands.py); flags `convert` does not
-know are Beam pipeline options and go to PipelineOptions unchanged, provided some Beam option
-takes them (pipeline/beam_args.py: else the command stops on the mistyped flag).
+"""Command line: `tfrecord-etl convert`, `plan`, `inspect`, `verify` and `report`. Argument
+parsing only (the commands run in pipeline/launch.py, pipeline/commands.py and
+pipeline/report/write.py); flags `convert` does not know are Beam pipeline options and go to
+PipelineOptions unchanged, provided some Beam option takes them (pipeline/beam_args.py: else the
+command stops on the mistyped flag).
 
 Nothing heavy is imported here: `--help` and the commands that read an output start without
 Beam or TensorFlow; each command imports what it needs when it runs (docs/cli.md).
@@ -109,7 +110,15 @@ def _parser() -> argparse.ArgumentParser:
         default=20,
         help="findings shown per check (default 20; all are counted)",
     )
-    for command in (c, p, i, v):
+    r = sub.add_parser(
+        "report",
+        help="write <output>/report.html: splits, shards, bad rows, types, a plot per feature",
+        description="Write a self-contained report.html into an output from its manifest and "
+        "statistics (nothing is fetched when it is viewed). Exit 0: written; 1: it could not be "
+        "read or written.",
+    )
+    r.add_argument("output", help="the output directory (holding manifest.json)")
+    for command in (c, p, i, v, r):
         command.set_defaults(parser=command)
     return parser
 
@@ -191,4 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if command == "verify":
         return commands.verify(args)
+    if command == "report":
+        from pipeline.report.write import report_command  # no Beam, no TensorFlow
+
+        return report_command(args.output)
     return commands.inspect(args)

@@ -64,6 +64,7 @@ class JobConfig:
     layout: str = DEFAULT_LAYOUT  # flat | tfds | tfx (transforms/write/layout.py)
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
     stats: bool = True  # feature statistics per split (transforms/stats/)
+    report: bool = False  # write report.html after the run (not recorded in the manifest)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -323,7 +324,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         if opts.type is None:  # set only for partition keys and JSON Lines fields
             del entry["type"]
         columns[name] = entry
-    scalars = {key: getattr(config, key) for key in _SCALARS}
+    scalars = {key: getattr(config, key) for key in _SCALARS if _OPTIONS[key].recorded}
     for key, default in OMITTED_AT_DEFAULT.items():
         if scalars[key] == default:
             del scalars[key]

@@ -43,6 +43,8 @@ class Option:
     their own config parser (pipeline/config.py). Flags of the command only (COMMAND_FORMS):
     "command" (as "bool" for types (bool,), else one value, of `choices` if given) and
     "negatable" (`--x` and `--no-x`).
+    their own config parser (pipeline/config.py). `recorded=False`: the manifest's `config`
+    section leaves it out (it acts after the job, on nothing the records hold: `report`).
     """
 
     key: str
@@ -52,6 +54,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     flag: bool = True
     metavar: str | None = None
+    recorded: bool = True  # False: not in the manifest's config (acts after the job, not on it)
 
     @property
     def flags(self) -> list[str]:
@@ -140,6 +143,14 @@ OPTIONS: tuple[Option, ...] = (
         "feature statistics per split (statistics/<split>/FeatureStats.pb), computed as the "
         "job encodes; default true, --stats=false turns them off",
         "bool",
+    ),
+    Option(
+        "report",
+        (bool,),
+        "after the run, write <output>/report.html from the manifest and the statistics "
+        "(also tfrecord-etl report OUTPUT)",
+        "bool",
+        recorded=False,
     ),
 )
 

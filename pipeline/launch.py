@@ -230,4 +230,24 @@ def _convert(
         if not keep_lease:
             _release(lease, options)
     print(_summary(config.output, time.monotonic() - start))
+    if config.report:
+        try:
+            job["report"] = _write_report(config.output)
+        except (ValueError, OSError) as err:
+            print(
+                f"tfrecord-etl: error: the output is complete, its report failed: {err}",
+                file=sys.stderr,
+            )
+            return report(EXIT_FAILED, "failed", **job, error=f"report: {err}")
     return report(EXIT_OK, "succeeded", **job, manifest=read_manifest(config.output))
+
+
+def _write_report(output: str) -> str:
+    """`convert --report`: write the output's report.html, say where; its path."""
+    from pipeline.report.write import describe, write_report
+
+    written = write_report(output)
+    print(describe(written))
+    return written.path
+
+

@@ -4,7 +4,10 @@ Written last, and only when every shard is in place; a directory without it is n
 complete output. Paths of shards are relative to the output directory, so it can be moved;
 a listed path that would leave it is refused when the manifest is parsed (`from_json`).
 `Manifest` is built in one place (pipeline/build.py, when the job ends) and read through its
-attributes by the reader, verify, inspect, the drift check and the run summary.
+attributes by the reader, verify, inspect, the drift check, the run summary and the report.
+Beam's FileSystems is imported by the functions that open files, so parsing a manifest
+(`Manifest.from_json`) imports no Beam. `statistics` and `schema` name the TF Metadata files
+(per split `DatasetFeatureStatisticsList`, `schema.pbtxt`) when the run wrote them.
 """
 
 from __future__ import annotations
@@ -275,7 +278,9 @@ class Manifest:
                 config=data.get("config"),
                 layout=data.get("layout"),
                 sequence=data.get("sequence") and SequenceSection.from_json(data["sequence"]),
-                statistics=None if data.get("statistics") is None else dict(data["statistics"]),
+                statistics=None
+                if data.get("statistics") is None
+                else {str(k): str(v) for k, v in data["statistics"].items()},
                 schema=data.get("schema"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
@@ -365,6 +370,7 @@ def write_manifest(output_dir: str, manifest: Manifest) -> str:
 def read_manifest(output_dir: str, strict: bool = False) -> Manifest:
     """The manifest of the output in `output_dir`; FileNotFoundError when there is none,
     ValueError when it is malformed or of another version (see `Manifest.from_json`)."""
+
     path = manifest_path(output_dir)
     if not fs.exists(path):
         raise FileNotFoundError(

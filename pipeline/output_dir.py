@@ -16,6 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.layouts import LAYOUT_FILES
 from pipeline.manifest import manifest_path, read_manifest
+from pipeline.report import REPORT_NAME
 from pipeline.schema_pbtxt import SCHEMA_NAME
 from transforms.deadletter import ERRORS_DIR
 from transforms.stats.proto import STATISTICS_DIR, STATISTICS_FILE
@@ -52,8 +53,9 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
 
 def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
     """Remove what an earlier run that did not finish may have left: shards of the configured
-    splits (of any shard count), the sinks' temp directories, bad-row files. Runs once no
-    manifest is there (a complete output is refused or cleared first). Shards of any layout
+    splits (of any shard count), the sinks' temp directories, bad-row files, a report of an
+    earlier output. Runs once no manifest is there (a complete output is refused or cleared
+    first). Shards of any layout
     (transforms/write/layout.py) and the layouts' metadata files count."""
     patterns = [p for name, _ in splits for p in shard_patterns(output, name)]
     patterns += [FileSystems.join(output, f) for files in LAYOUT_FILES.values() for f in files]
@@ -63,6 +65,7 @@ def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
         FileSystems.join(output, ERRORS_DIR, "beam-temp-*", "*"),
         FileSystems.join(output, STATISTICS_DIR, "*", STATISTICS_FILE),
         FileSystems.join(output, SCHEMA_NAME),
+        FileSystems.join(output, REPORT_NAME),
     ]
     old = [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
     if old:
