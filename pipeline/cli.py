@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Write a self-contained report.html into an output from its manifest and "
         "statistics (nothing is fetched when it is viewed). Exit 0: written; 1: it could not be "
         "read or written.",
+        parents=common,
     )
     r.add_argument("output", help="the output directory (holding manifest.json)")
     for command in (c, p, i, v, r):

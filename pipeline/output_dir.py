@@ -47,16 +47,20 @@ def clear_previous_output(output: str, overwrite: bool) -> None:
     existing = [f for f in files if FileSystems.exists(f)]
     if existing:
         FileSystems.delete(existing)
-    for directory in sorted({posixpath.dirname(f) for f in old.files()} - {""}):
-        remove_empty_dir(FileSystems.join(output, directory))  # a layout's split directories
+    directories = set()  # a layout's split directories, statistics/<split>/ and statistics/
+    for name in [*old.files(), *old.metadata_files()]:
+        while (name := posixpath.dirname(name)) not in ("", "/"):
+            directories.add(name)
+    for directory in sorted(directories, key=lambda d: -d.count("/")):  # the deepest first
+        remove_empty_dir(FileSystems.join(output, directory))
 
 
 def clear_leftovers(output: str, splits: Sequence[tuple[str, int]]) -> None:
     """Remove what an earlier run that did not finish may have left: shards of the configured
     splits (of any shard count), the sinks' temp directories, bad-row files, a report of an
     earlier output. Runs once no manifest is there (a complete output is refused or cleared
-    first). Shards of any layout
-    (transforms/write/layout.py) and the layouts' metadata files count."""
+    first). Shards of any layout (transforms/write/layout.py) and the layouts' metadata files
+    count."""
     patterns = [p for name, _ in splits for p in shard_patterns(output, name)]
     patterns += [FileSystems.join(output, f) for files in LAYOUT_FILES.values() for f in files]
     patterns += [

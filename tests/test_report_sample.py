@@ -27,8 +27,8 @@ from report_stats import add_statistics
 
 @pytest.fixture(scope="module")
 def sample_output(tmp_path_factory: pytest.TempPathFactory, run_cli_captured) -> tuple:
-    """The bundled sample converted with --report (no statistics yet): the output, the run's
-    stdout, the page it wrote."""
+    """The bundled sample converted with --report (the job's own statistics): the output, the
+    run's stdout, the page it wrote."""
     out = tmp_path_factory.mktemp("sample") / "sample-output"
     done = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", out, "--report"])
     assert done.code == 0, done.err
@@ -52,7 +52,10 @@ def test_convert_report(sample_output) -> None:
     assert json.loads(stdout.strip().splitlines()[-1])["report"] == str(out / "report.html")
     manifest = json.loads((out / "manifest.json").read_text())
     assert "report" not in manifest["config"]  # the output does not depend on --report
-    assert "This output has no statistics" in page
+    assert "This output has no statistics" not in page
+    # the numbers of the statistics the job computed as it encoded
+    stats = {"train": out / "statistics" / "train" / "FeatureStats.pb"}
+    assert check_numbers(page, stats) > 100
     assert '<td class="n" data-split="train" data-stat="rows" data-value="2000">2,000</td>' in page
 
 

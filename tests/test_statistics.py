@@ -164,3 +164,18 @@ def test_statistics_file_parses(tmp_path) -> None:
     empty = to_proto("test", SplitStats(), specs)  # a split no row reached
     assert empty.datasets[0].num_examples == 0
     assert all(f.WhichOneof("stats") for f in empty.datasets[0].features)
+
+
+def test_histogram_of_a_range_too_narrow_for_float_edges() -> None:
+    """Values near 2**64 (uint64 columns) whose range has no 10 distinct float edges: numpy's
+    histogram refuses them; every value is still counted once."""
+    from transforms.stats.sketches import Sample
+
+    same = np.full(5, 1.8446744073709552e19)
+    assert Sample(10, same, np.arange(5.0)).histogram(same[0], same[0], 10, 5).tolist() == [
+        5.0,
+        *[0.0] * 9,
+    ]
+    near = np.array([9.2e18, 9.2e18 + 6144.0])
+    counts = Sample(10, near, np.arange(2.0)).histogram(near[0], near[1], 10, 2)
+    assert counts[0] == 1 and counts[-1] == 1 and counts.sum() == 2

@@ -105,7 +105,16 @@ class Sample:
         `total` values (the last bucket closed)."""
         if len(self.values) == 0:
             return np.zeros(buckets, np.float64)
-        counts, _ = np.histogram(self.values, bins=buckets, range=(low, high))
+        try:
+            counts, _ = np.histogram(self.values, bins=buckets, range=(low, high))
+        except ValueError:  # a range too narrow for its magnitude: no distinct float edges
+            counts = np.zeros(buckets, np.float64)
+            width = high - low
+            if width > 0 and np.isfinite(width):
+                at = np.floor((np.asarray(self.values, np.float64) - low) / width * buckets)
+                np.add.at(counts, np.clip(at, 0, buckets - 1).astype(np.int64), 1)
+            else:
+                counts[0] = len(self.values)
         return counts * (total / len(self.values))
 
 
