@@ -50,18 +50,13 @@ def _check_confined(path: str, data: Mapping[str, Any]) -> None:
         for i, shard in enumerate(shards if isinstance(shards, list) else []):
             if isinstance(shard, dict) and "file" in shard:
                 check_inside(shard["file"], path, f"splits.{name}.shards[{i}].file")
-    transform = data.get("transform")
-    files = transform.get("files", []) if isinstance(transform, dict) else []
-    if not isinstance(files, list):
-        raise ValueError(f"{path}: key 'transform.files' must be a list of paths")
-    for i, file in enumerate(files):
-        check_inside(file, path, f"transform.files[{i}]")
-    layout = data.get("layout")
-    files = layout.get("files", []) if isinstance(layout, dict) else []
-    if not isinstance(files, list):
-        raise ValueError(f"{path}: key 'layout.files' must be a list of paths")
-    for i, file in enumerate(files):
-        check_inside(file, path, f"layout.files[{i}]")
+    for section in ("transform", "layout"):  # {"files": [paths]} sections
+        entry = data.get(section)
+        files = entry.get("files", []) if isinstance(entry, dict) else []
+        if not isinstance(files, list):
+            raise ValueError(f"{path}: key '{section}.files' must be a list of paths")
+        for i, file in enumerate(files):
+            check_inside(file, path, f"{section}.files[{i}]")
     statistics = data.get("statistics") or {}
     if not isinstance(statistics, dict):
         raise ValueError(f"{path}: key 'statistics' must map split names to paths")

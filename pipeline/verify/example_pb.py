@@ -36,6 +36,20 @@ def _field(
         field.oneof_index = oneof
 
 
+def _map_message(
+    proto: descriptor_pb2.FileDescriptorProto, name: str, field: str, entry: str, value: str
+) -> None:
+    """`message <name> { map<string, <value>> <field> = 1; }`, as protoc writes a map: a
+    repeated nested `<entry>` message with the map_entry option."""
+    message = proto.message_type.add(name=name)
+    nested = message.nested_type.add(name=entry)
+    nested.options.map_entry = True
+    _field(nested, "key", 1, _F.TYPE_STRING)
+    _field(nested, "value", 2, _F.TYPE_MESSAGE, type_name=value)
+    type_name = f".tensorflow.{name}.{entry}"
+    _field(message, field, 1, _F.TYPE_MESSAGE, repeated=True, type_name=type_name)
+
+
 def _schema() -> descriptor_pb2.FileDescriptorProto:
     """example.proto and feature.proto in one file: the messages of a tf.train.Example."""
     proto = descriptor_pb2.FileDescriptorProto(
@@ -52,37 +66,15 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     for number, name in enumerate(("bytes_list", "float_list", "int64_list"), 1):
         type_name = ".tensorflow." + {1: "BytesList", 2: "FloatList", 3: "Int64List"}[number]
         _field(feature, name, number, _F.TYPE_MESSAGE, type_name=type_name, oneof=0)
-    features = proto.message_type.add(name="Features")
-    entry = features.nested_type.add(name="FeatureEntry")
-    entry.options.map_entry = True
-    _field(entry, "key", 1, _F.TYPE_STRING)
-    _field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=".tensorflow.Feature")
-    _field(
-        features,
-        "feature",
-        1,
-        _F.TYPE_MESSAGE,
-        repeated=True,
-        type_name=".tensorflow.Features.FeatureEntry",
-    )
+    _map_message(proto, "Features", "feature", "FeatureEntry", ".tensorflow.Feature")
     example = proto.message_type.add(name="Example")
     _field(example, "features", 1, _F.TYPE_MESSAGE, type_name=".tensorflow.Features")
     feature_list = proto.message_type.add(name="FeatureList")
     _field(
         feature_list, "feature", 1, _F.TYPE_MESSAGE, repeated=True, type_name=".tensorflow.Feature"
     )
-    lists = proto.message_type.add(name="FeatureLists")
-    entry = lists.nested_type.add(name="FeatureListEntry")
-    entry.options.map_entry = True
-    _field(entry, "key", 1, _F.TYPE_STRING)
-    _field(entry, "value", 2, _F.TYPE_MESSAGE, type_name=".tensorflow.FeatureList")
-    _field(
-        lists,
-        "feature_list",
-        1,
-        _F.TYPE_MESSAGE,
-        repeated=True,
-        type_name=".tensorflow.FeatureLists.FeatureListEntry",
+    _map_message(
+        proto, "FeatureLists", "feature_list", "FeatureListEntry", ".tensorflow.FeatureList"
     )
     sequence = proto.message_type.add(name="SequenceExample")
     _field(sequence, "context", 1, _F.TYPE_MESSAGE, type_name=".tensorflow.Features")
