@@ -34,6 +34,7 @@ __all__ = [
     "join",
     "match",
     "open_read",
+    "translate_pattern",
 ]
 
 _OCTET_STREAM = "application/octet-stream"
