@@ -22,7 +22,8 @@ from pipeline.output_dir import remove_empty_dir
 from pipeline.plan import JobPlan
 from pipeline.schema_pbtxt import write_output_schema
 from pipeline.sequence_manifest import sequence_section
-from transforms.deadletter import ERRORS_DIR, CountBadRows, WriteErrors, check_bad_rows
+from transforms.deadletter import ERRORS_DIR, check_bad_rows
+from transforms.deadletter.beam import CountBadRows, WriteErrors
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
 from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import manifest_section, transform_dir

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.manifest import MANIFEST_NAME, StoredFeature
 from transforms.encode.schema import FeatureSpec, SchemaError
+from transforms.fs import FileSystems
 
 __all__ = ["TYPE_FIELDS", "SchemaDriftError", "check_drift", "load_expected"]
 

@@ -31,10 +31,12 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from transforms.fs import FileSystems
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 __all__ = [
     "LEASE_NAME",

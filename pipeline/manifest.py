@@ -359,10 +359,8 @@ def manifest_path(output_dir: str) -> str:
 
 
 def write_manifest(output_dir: str, manifest: Manifest) -> str:
-    from apache_beam.io.filesystems import FileSystems
-
     path = manifest_path(output_dir)
-    with FileSystems.create(path, mime_type="application/json") as f:
+    with fs.FileSystems.create(path, mime_type="application/json") as f:
         f.write(json.dumps(manifest.to_json(), indent=2, sort_keys=False).encode("utf-8"))
     return path
 

@@ -12,13 +12,12 @@ import posixpath
 import shutil
 from collections.abc import Sequence
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.layouts import LAYOUT_FILES
 from pipeline.manifest import manifest_path, read_manifest
 from pipeline.report import REPORT_NAME
 from pipeline.schema_pbtxt import SCHEMA_NAME
 from transforms.deadletter import ERRORS_DIR
+from transforms.fs import FileSystems
 from transforms.stats.proto import STATISTICS_DIR, STATISTICS_FILE
 from transforms.write.layout import shard_patterns
 

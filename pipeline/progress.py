@@ -25,10 +25,9 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.joblog import JobLog
 from pipeline.plan import JobPlan
+from transforms.fs import FileSystems
 from transforms.read.parquet_reader import parquet_footer
 from transforms.write.progress import (
     SplitProgress,

@@ -19,11 +19,11 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline.manifest import Manifest
+from transforms.fs import FileSystems
 from transforms.preprocess.artifacts import read_artifacts
 from transforms.preprocess.chain import PreprocessPlan
 from transforms.preprocess.fitted_steps import VocabularyStep

@@ -265,3 +265,41 @@ def test_random_bad_rows_come_out_exactly_in_errors(tmp_path_factory, data):
     got = sorted((r["id"][0], r["n"][0], r["tag"][0]) for r in read_output(out))
     assert got == good
     assert read_manifest(out)["rows"] == len(good)
+
+
+BAD_ROWS = [
+    {"source": "b.csv", "row": 3, "column": "x", "stage": "read", "reason": "late", "values": {}},
+    {"source": "a.csv", "row": None, "column": None, "stage": "read", "reason": "z", "values": []},
+    {"source": "a.csv", "row": 7, "column": "é", "stage": "encode", "reason": "y\nz", "values": {
+        "x": b"\xff".decode("latin-1"), "n": None}},
+    {"source": "a.csv", "row": 7, "column": "x", "stage": "transform", "reason": "a",
+     "values": {"d": 1.5}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [BAD_ROWS, BAD_ROWS[:1], []])
+def test_plain_error_files_and_count_equal_the_beam_transforms(tmp_path, rows):
+    """`write_error_lines` and `first_bad_row` (for a job run without Beam) give what
+    `WriteErrors` (one shard) and `CountBadRows` give."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.deadletter import first_bad_row, write_error_lines
+    from transforms.deadletter.beam import CountBadRows, WriteErrors
+
+    beam_dir, plain_dir = tmp_path / "beam" / "_errors", tmp_path / "plain" / "_errors"
+    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        bad = p | beam.Create(rows, reshuffle=False)
+        _ = bad | WriteErrors(str(beam_dir) + "/")
+        counted = bad | beam.CombineGlobally(CountBadRows())
+        assert_that(counted, equal_to([first_bad_row(rows)]))
+    written = write_error_lines(str(plain_dir) + "/", iter(rows))
+    beam_files = sorted(beam_dir.glob("*")) if beam_dir.exists() else []
+    assert [Path(p).name for p in written] == [f.name for f in beam_files]
+    assert [Path(p).read_bytes() for p in written] == [f.read_bytes() for f in beam_files]
+    if rows:
+        assert written == [f"{plain_dir}/errors-00000-of-00001.jsonl"]
+        lines = Path(written[0]).read_text(encoding="utf-8").splitlines()
+        assert [json.loads(line) for line in lines] == rows
+    assert first_bad_row(BAD_ROWS) == (4, "z")  # a.csv, row unknown (-1) comes first

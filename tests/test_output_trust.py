@@ -57,8 +57,8 @@ def work(base, tmp_path):
 
 @pytest.fixture
 def touched(monkeypatch):
-    """Every path handed to FileSystems.open/create/delete/exists/match, to transforms/fs.py
-    and to builtins.open."""
+    """Every path handed to FileSystems.open/create/delete/exists/match (Beam's and
+    transforms/fs.py's), to transforms/fs.py's functions and to builtins.open."""
     paths: list[str] = []
 
     def recording(original):
@@ -68,19 +68,21 @@ def touched(monkeypatch):
 
         return call
 
-    def spy(name, original, many=False):
+    def spy(systems, name, many=False):
+        original = getattr(systems, name)
+
         def call(target, *args, **kwargs):
             paths.extend(str(p) for p in (target if many else [target]))
             return original(target, *args, **kwargs)
 
-        monkeypatch.setattr(FileSystems, name, staticmethod(call))
+        monkeypatch.setattr(systems, name, staticmethod(call))
 
-    spy("open", FileSystems.open)
-    spy("create", FileSystems.create)
-    spy("exists", FileSystems.exists)
-    spy("delete", FileSystems.delete, many=True)
-    spy("match", FileSystems.match, many=True)
-    # local paths that inspect and verify read without Beam (transforms/fs.py)
+    # Beam's, and transforms/fs.py's, which serves local paths without Beam
+    for systems in (FileSystems, fs.FileSystems):
+        for name in ("open", "create", "exists"):
+            spy(systems, name)
+        spy(systems, "delete", many=True)
+        spy(systems, "match", many=True)
     for name in ("exists", "match", "open_read"):
         monkeypatch.setattr(fs, name, recording(getattr(fs, name)))
     real_open = builtins.open

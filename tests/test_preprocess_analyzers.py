@@ -20,6 +20,7 @@ from transforms.preprocess.analyzers import (
     Range,
     Vocabulary,
 )
+from transforms.preprocess.beam import AnalyzeCombineFn
 
 OPTIONS = PipelineOptions(["--runner=FnApiRunner"])
 
@@ -168,7 +169,11 @@ def test_analyze_fn_in_a_beam_pipeline():
         acc = direct.add_input(acc, element)
     expected = direct.extract_output(acc)
     with beam.Pipeline(options=OPTIONS) as p:
-        out = p | beam.Create(inputs, reshuffle=True) | beam.CombineGlobally(AnalyzeFn(analyzers))
+        out = (
+            p
+            | beam.Create(inputs, reshuffle=True)
+            | beam.CombineGlobally(AnalyzeCombineFn(analyzers))
+        )
         vocab = out | "Vocab" >> beam.Map(lambda r: (r[1]["values"], r[0]["count"], r[2]["count"]))
         assert_that(vocab, equal_to([(expected[1]["values"], 3000, 3000)]))
         means = out | "Mean" >> beam.Map(lambda r: round(r[0]["mean"], 9))

@@ -1,59 +1,358 @@
-"""Reading files by path without importing Beam for a local one.
+"""Files by path without importing Beam for a local one: `FileSystems` and `CompressionTypes`
+with the interface of Beam's (`apache_beam.io.filesystems`), for the methods this project uses.
 
 A path with a scheme (`gs://...`, any `scheme://`) goes to Beam's `FileSystems`, imported on
-first use; a path without one is what Beam's `LocalFileSystem` would serve, and is served here
-by the standard library in the same way (`os.path.join`, `os.path.exists`, `open(path, "rb")`;
-a pattern through `glob`, hidden files included: Beam's `*` and `?` do not stop at a leading
-dot either, and the patterns given here name files of one directory).
-Importing Beam costs a second or more, which commands that only read a local output (`inspect`,
-`verify`) do not need to pay (docs/cli.md).
+first use. A path without one is what Beam's `LocalFileSystem` would serve, and is served here
+by the standard library with that class's semantics: `create` makes the parent directories,
+`delete` removes files or whole directories and raises an `OSError` (as Beam's `BeamIOError`, an
+`IOError`) when a path matches nothing, `match` lists a directory tree with Beam's pattern
+translation (`*` stops at `/`, `**` does not, `?`, `[...]`, hidden files included, a pattern
+without a wildcard names one path). A local file that is read or written compressed (an
+explicit compression, or, with `AUTO`, a suffix Beam detects such as `.gz`) also goes to Beam,
+so that the (de)compression stays Beam's own; any other local file is a plain `open`.
+
+Importing Beam costs a second or more, which a command or a small local job that never needs
+it does not pay (docs/cli.md).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
+import shutil
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-__all__ = ["exists", "is_local", "join", "match", "open_read"]
+__all__ = [
+    "CompressionTypes",
+    "FileMetadata",
+    "FileSystemError",
+    "FileSystems",
+    "MatchResult",
+    "exists",
+    "is_local",
+    "join",
+    "match",
+    "open_read",
+    "translate_pattern",
+]
 
-# Beam's own test for a path with a scheme (FileSystems.URI_SCHEMA_PATTERN).
-_SCHEME = re.compile(r"(?P<scheme>[a-zA-Z][-a-zA-Z0-9+.]*)://.*")
+_OCTET_STREAM = "application/octet-stream"
+
+
+class CompressionTypes:
+    """Beam's compression names (the same strings, so either class's values go to either)."""
+
+    AUTO = "auto"
+    BZIP2 = "bzip2"
+    DEFLATE = "deflate"
+    ZSTD = "zstd"
+    GZIP = "gzip"
+    LZMA = "lzma"
+    UNCOMPRESSED = "uncompressed"
+
+    _BY_SUFFIX = {
+        ".bz2": BZIP2,
+        ".deflate": DEFLATE,
+        ".gz": GZIP,
+        ".zst": ZSTD,
+        ".zstd": ZSTD,
+        ".xz": LZMA,
+        ".lzma": LZMA,
+    }
+
+    @classmethod
+    def detect_compression_type(cls, file_path: str) -> str:
+        """The compression Beam infers from the path's suffix (case-insensitive)."""
+        lowered = file_path.lower()
+        for suffix, compression in cls._BY_SUFFIX.items():
+            if lowered.endswith(suffix):
+                return compression
+        return cls.UNCOMPRESSED
+
+
+class FileMetadata:
+    """One matched file, as Beam's `FileMetadata`: path, size and modification time."""
+
+    def __init__(self, path: str, size_in_bytes: int, last_updated_in_seconds: float = 0.0) -> None:
+        self.path = path
+        self.size_in_bytes = size_in_bytes
+        self.last_updated_in_seconds = last_updated_in_seconds
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileMetadata) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[str, int, float]:
+        return (self.path, self.size_in_bytes, self.last_updated_in_seconds)
+
+    def __repr__(self) -> str:
+        return f"FileMetadata({self.path}, {self.size_in_bytes}, {self.last_updated_in_seconds})"
+
+
+class MatchResult:
+    """The files one pattern matched, as Beam's `MatchResult`."""
+
+    def __init__(self, pattern: str, metadata_list: list[FileMetadata]) -> None:
+        self.pattern = pattern
+        self.metadata_list = metadata_list
+
+
+class FileSystemError(OSError):
+    """A batch operation on local files failed (Beam's `BeamIOError`): `exception_details`
+    maps each failed path (or pattern, or pair of paths) to its error."""
+
+    def __init__(self, msg: str, exception_details: dict | None = None) -> None:
+        super().__init__(f"{msg} with exceptions {exception_details}")
+        self.exception_details = exception_details
+
+
+def _beam() -> Any:
+    from apache_beam.io.filesystems import FileSystems as BeamFileSystems
+
+    return BeamFileSystems
+
+
+def translate_pattern(pattern: str) -> str:
+    """A file pattern as a regular expression, as Beam's `FileSystem.translate_pattern`: fnmatch
+    syntax, except that `*` is `[^/\\\\]*` and `**` is `.*`; no way to quote a wildcard."""
+    i, n = 0, len(pattern)
+    out = ""
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if i < n and pattern[i] == "*":
+                out += ".*"
+                i += 1
+            else:
+                out += r"[^/\\]*"
+        elif c == "?":
+            out += "."
+        elif c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out += r"\["
+            else:
+                inside = pattern[i:j].replace("\\", "\\\\")
+                i = j + 1
+                if inside[0] == "!":
+                    inside = "^" + inside[1:]
+                elif inside[0] == "^":
+                    inside = "\\" + inside
+                out = f"{out}[{inside}]"
+        else:
+            out += re.escape(c)
+    return r"(?ms)" + out + r"\Z"
+
+
+def _metadata(path: str) -> FileMetadata:
+    stat = os.stat(path)
+    return FileMetadata(path, stat.st_size, stat.st_mtime)
+
+
+def _list_tree(root: str) -> Iterator[FileMetadata]:
+    """Every file under `root`, at any depth, in `os.walk`'s order (Beam's local listing)."""
+    if not os.path.exists(root):
+        return
+    try:
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                try:
+                    yield _metadata(path)
+                except OSError:  # gone since listed
+                    pass
+    except Exception as err:
+        raise FileSystemError("List operation failed", {root: err}) from err
+
+
+def _match_local(pattern: str, limit: int | None) -> MatchResult:
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)  # before the first wildcard
+    if prefix == pattern:  # no wildcard: the path itself, a directory too
+        found = [_metadata(pattern)] if os.path.exists(pattern) else []
+    else:
+        found = _list_tree(os.path.dirname(prefix))
+    matches = re.compile(translate_pattern(pattern)).match
+    listed: list[FileMetadata] = []
+    for meta in (m for m in found if matches(m.path)):
+        if limit is not None and len(listed) >= limit:
+            break
+        listed.append(meta)
+    return MatchResult(pattern, listed)
+
+
+def _delete_local(paths: Sequence[str]) -> None:
+    failed: dict[str, Exception] = {}
+    for result in FileSystems.match(list(paths)):
+        if not result.metadata_list:
+            failed[result.pattern] = OSError(f"No files found to delete under: {result.pattern}")
+        for meta in result.metadata_list:
+            try:
+                if os.path.isdir(meta.path):
+                    shutil.rmtree(meta.path)
+                else:
+                    os.remove(meta.path)
+            except Exception as err:
+                failed[meta.path] = OSError(err)
+    if failed:
+        raise FileSystemError("Delete operation failed", failed)
+
+
+def _plain(path: str, compression_type: str) -> bool:
+    """Whether a local file is read or written as it is (no compression)."""
+    if compression_type == CompressionTypes.AUTO:
+        compression_type = CompressionTypes.detect_compression_type(path)
+    return compression_type == CompressionTypes.UNCOMPRESSED
+
+
+class FileSystems:
+    """Beam's `FileSystems` for the methods this project uses; a local path is served without
+    Beam (see the module's docstring), any other by Beam's own class."""
+
+    URI_SCHEMA_PATTERN = re.compile(r"(?P<scheme>[a-zA-Z][-a-zA-Z0-9+.]*)://.*")
+
+    @staticmethod
+    def get_scheme(path: str) -> str | None:
+        """The path's scheme (`gs`), or None for a local path."""
+        found = FileSystems.URI_SCHEMA_PATTERN.match(path.strip())
+        return None if found is None else found.group("scheme")
+
+    @staticmethod
+    def join(basepath: str, *paths: str) -> str:
+        if is_local(basepath):
+            return os.path.join(basepath, *paths)
+        return _beam().join(basepath, *paths)
+
+    @staticmethod
+    def split(path: str) -> tuple[str, str]:
+        """(head, last component); a local head is absolute, as Beam's."""
+        if is_local(path):
+            return os.path.split(os.path.abspath(path))
+        return _beam().split(path)
+
+    @staticmethod
+    def mkdirs(path: str) -> None:
+        """Make the directory and its parents; OSError when it is there already."""
+        if not is_local(path):
+            return _beam().mkdirs(path)
+        try:
+            os.makedirs(path)
+        except OSError as err:
+            raise OSError(err) from err
+        return None
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return os.path.exists(path) if is_local(path) else _beam().exists(path)
+
+    @staticmethod
+    def open(
+        path: str,
+        mime_type: str = _OCTET_STREAM,
+        compression_type: str = CompressionTypes.AUTO,
+    ) -> IO[bytes]:
+        """A read channel; decompressed as `compression_type` says (AUTO: by the suffix)."""
+        if is_local(path) and _plain(path, compression_type):
+            return open(path, "rb")  # the caller closes it
+        return _beam().open(path, mime_type, compression_type)
+
+    @staticmethod
+    def create(
+        path: str,
+        mime_type: str = _OCTET_STREAM,
+        compression_type: str = CompressionTypes.AUTO,
+    ) -> IO[bytes]:
+        """A write channel, the local parent directories made; compressed as `open` reads."""
+        if is_local(path) and _plain(path, compression_type):
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            return open(path, "wb")  # the caller closes it
+        return _beam().create(path, mime_type, compression_type)
+
+    @staticmethod
+    def rename(source_file_names: Sequence[str], destination_file_names: Sequence[str]) -> None:
+        if len(source_file_names) == 0:
+            return
+        if not is_local(source_file_names[0]):
+            _beam().rename(source_file_names, destination_file_names)
+            return
+        if len(source_file_names) != len(destination_file_names):
+            raise ValueError("source_file_names and destination_file_names differ in length")
+        failed: dict[tuple[str, str], Exception] = {}
+        for source, target in zip(source_file_names, destination_file_names, strict=True):
+            try:
+                os.rename(source, target)
+            except OSError as err:
+                failed[(source, target)] = OSError(err)
+        if failed:
+            raise FileSystemError("Rename operation failed", failed)
+
+    @staticmethod
+    def delete(paths: Sequence[str]) -> None:
+        """Delete files, and directories with what they hold; each path may be a pattern."""
+        if isinstance(paths, str):
+            raise FileSystemError(f"Delete passed string argument instead of list: {paths}")
+        if len(paths) == 0:
+            return
+        if not is_local(paths[0]):
+            _beam().delete(paths)
+            return
+        _delete_local(paths)
+
+    @staticmethod
+    def match(patterns: Sequence[str], limits: Sequence[int | None] | None = None) -> list:
+        """One `MatchResult` per pattern (Beam's pattern syntax, see `translate_pattern`)."""
+        if len(patterns) == 0:
+            return []
+        if not is_local(patterns[0]):
+            return _beam().match(patterns, limits)
+        limits = [None] * len(patterns) if limits is None else limits
+        if len(limits) != len(patterns):
+            raise ValueError("Patterns and limits should be equal in length")
+        failed: dict[str, Exception] = {}
+        results = []
+        for pattern, limit in zip(patterns, limits, strict=True):
+            try:
+                results.append(_match_local(pattern, limit))
+            except Exception as err:
+                failed[pattern] = err
+        if failed:
+            raise FileSystemError("Match operation failed", failed)
+        return results
 
 
 def is_local(path: str) -> bool:
     """Whether Beam would serve `path` with its local filesystem (no `scheme://`)."""
-    return _SCHEME.match(path.strip()) is None
-
-
-def _beam() -> Any:
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems
+    return FileSystems.get_scheme(path) is None
 
 
 def join(base: str, *parts: str) -> str:
     """`FileSystems.join`."""
-    return os.path.join(base, *parts) if is_local(base) else _beam().join(base, *parts)
+    return FileSystems.join(base, *parts)
 
 
 def exists(path: str) -> bool:
     """`FileSystems.exists`."""
-    return os.path.exists(path) if is_local(path) else _beam().exists(path)
+    return FileSystems.exists(path)
 
 
 def open_read(path: str) -> IO[bytes]:
     """The file's bytes as stored (no decompression): `FileSystems.open(path, UNCOMPRESSED)`."""
-    if is_local(path):
-        return open(path, "rb")  # the caller closes it
-    from apache_beam.io.filesystem import CompressionTypes
-
-    return _beam().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def match(pattern: str) -> list[str]:
-    """The files `pattern` (a glob) names, sorted: `FileSystems.match`'s paths."""
-    if is_local(pattern):
-        return sorted(p for p in glob.glob(pattern, include_hidden=True) if os.path.isfile(p))
-    return sorted(m.path for m in _beam().match([pattern])[0].metadata_list)
+    """The files `pattern` names, sorted: `FileSystems.match`'s paths."""
+    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)

@@ -26,10 +26,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.manifest import Manifest, StoredFeature
 from transforms.encode.schema import FeatureSpec, SchemaError
+from transforms.fs import FileSystems
 
 __all__ = [
     "DATASET_INFO",

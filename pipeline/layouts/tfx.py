@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipeline.manifest import Manifest
+from transforms.fs import FileSystems
 from transforms.write.layout import TFX_SPLIT_DIR
 
 __all__ = ["EXAMPLES_ARTIFACT", "TFX_FILES", "examples_artifact", "write_examples_artifact"]

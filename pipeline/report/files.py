@@ -2,9 +2,9 @@
 files, the bad-row files, shard sizes, `report.html`.
 
 A local output is read with the standard library; an output with a scheme (`gs://...`) through
-Beam's FileSystems, imported only then, so `tfrecord-etl report` on a local output imports
-neither Beam nor TensorFlow. Every file the manifest names is checked to stay inside the output
-directory (transforms/confine.py) before it is opened.
+Beam's FileSystems (transforms/fs.py imports it only then), so `tfrecord-etl report` on a
+local output imports neither Beam nor TensorFlow. Every file the manifest names is checked to
+stay inside the output directory (transforms/confine.py) before it is opened.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 
 from pipeline.manifest import MANIFEST_NAME, Manifest
 from transforms.confine import check_inside
+from transforms.fs import FileSystems
+from transforms.write.names import ERRORS_DIR
 
 __all__ = [
     "BAD_ROWS_READ",
@@ -31,7 +33,6 @@ __all__ = [
     "write_text",
 ]
 
-ERRORS_DIR = "_errors"  # transforms/deadletter.py's, not imported: that module imports Beam
 BAD_ROWS_READ = 100_000  # bad-row lines read for the counts by stage and column
 BAD_ROWS_SHOWN = 20
 
@@ -48,8 +49,6 @@ def read_bytes(path: str) -> bytes:
     if not _remote(path):
         with open(path, "rb") as f:
             return f.read()
-    from apache_beam.io.filesystems import FileSystems
-
     with FileSystems.open(path) as f:
         return f.read()
 
@@ -60,8 +59,6 @@ def write_text(path: str, text: str) -> None:
         with open(path, "wb") as f:
             f.write(data)
         return
-    from apache_beam.io.filesystems import FileSystems
-
     with FileSystems.create(path, mime_type="text/html") as f:
         f.write(data)
 
@@ -72,8 +69,6 @@ def _size(path: str) -> int | None:
             return os.path.getsize(path)
         except OSError:
             return None
-    from apache_beam.io.filesystems import FileSystems
-
     found = [m.size_in_bytes for r in FileSystems.match([path]) for m in r.metadata_list]
     return found[0] if found else None
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline.config import ConfigError, JobConfig, config_from_json, load_config
 from pipeline.manifest import Manifest, StoredFeature, manifest_path
@@ -20,6 +19,7 @@ from transforms.batch import source_rows, take_rows
 from transforms.convert import convert_batch
 from transforms.encode.records import EncodedBatch, concat_batches
 from transforms.encode.schema import FeatureSpec
+from transforms.fs import FileSystems
 from transforms.hashing import hash_bytes
 from transforms.preprocess.artifacts import STATISTICS_NAME, read_artifacts, transform_dir
 from transforms.preprocess.chain import prepare_fitted

@@ -1,4 +1,5 @@
-"""Full-pass statistics: mergeable accumulators as plain objects, and one Beam CombineFn.
+"""Full-pass statistics: mergeable accumulators as plain objects, and `AnalyzeFn`, several of
+them folded in one pass (a Beam CombineFn wraps it in transforms/preprocess/beam.py).
 
 Each analyzer follows the CombineFn protocol (create / add / merge / extract) over columns
 (pa.Array) rather than rows, so a batch is folded in with a few vectorized calls. Nulls are
@@ -10,9 +11,9 @@ Results are plain JSON-able dicts (the statistics file holds them as they are), 
 vocabulary's "values" list, which goes to its own file.
 
 Quantiles use Beam's ApproximateQuantilesCombineFn (Manku, Rajagopalan & Lindsay's mergeable
-sketch). For N values (N < 1e9) the value returned for the i-th of n quantiles has a rank
-within epsilon * N of the exact one, the value of rank ceil(i * N / n) (numpy's
-quantile(..., method="inverted_cdf")).
+sketch), imported when a sketch is first used, so that this module imports without Beam. For N
+values (N < 1e9) the value returned for the i-th of n quantiles has a rank within epsilon * N of
+the exact one, the value of rank ceil(i * N / n) (numpy's quantile(..., method="inverted_cdf")).
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.transforms.stats import ApproximateQuantilesCombineFn
 
 __all__ = [
     "DEFAULT_EPSILON",
@@ -206,12 +205,21 @@ class Quantiles:
     def __init__(self, num_buckets: int, epsilon: float = DEFAULT_EPSILON) -> None:
         self.num_buckets = num_buckets
         self.epsilon = epsilon
-        self._fn = ApproximateQuantilesCombineFn.create(
-            num_quantiles=num_buckets + 1, epsilon=epsilon, input_batched=True
-        )
+        self._sketch: Any = None
 
     def __reduce__(self) -> tuple:
         return (Quantiles, (self.num_buckets, self.epsilon))
+
+    @property
+    def _fn(self) -> Any:
+        """Beam's quantile sketch (an ApproximateQuantilesCombineFn), made on first use."""
+        if self._sketch is None:
+            from apache_beam.transforms.stats import ApproximateQuantilesCombineFn
+
+            self._sketch = ApproximateQuantilesCombineFn.create(
+                num_quantiles=self.num_buckets + 1, epsilon=self.epsilon, input_batched=True
+            )
+        return self._sketch
 
     def create_accumulator(self) -> list:
         return [0, self._fn.create_accumulator()]
@@ -238,8 +246,9 @@ class Quantiles:
         }
 
 
-class AnalyzeFn(beam.CombineFn):
-    """Several analyzers in one pass: input {step: column}, output {step: result}."""
+class AnalyzeFn:
+    """Several analyzers in one pass: input {step: column}, output {step: result}; the
+    CombineFn protocol (create / add / merge / extract) without Beam."""
 
     def __init__(self, analyzers: Mapping[int, Any]) -> None:
         self._analyzers = dict(analyzers)

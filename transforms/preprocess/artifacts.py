@@ -22,9 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from transforms.confine import check_inside
+from transforms.fs import FileSystems
 from transforms.preprocess.chain import PreprocessPlan
 from transforms.preprocess.fitted_steps import VocabularyStep
 from transforms.preprocess.spec import StepError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -18,9 +18,28 @@ from transforms.preprocess.chain import (
     prepare_fitted,
 )
 
-__all__ = ["Analyze", "FitPreprocess", "Preprocess", "WriteArtifacts"]
+__all__ = ["Analyze", "AnalyzeCombineFn", "FitPreprocess", "Preprocess", "WriteArtifacts"]
 
 Fitted = dict[int, dict[str, Any]]
+
+
+class AnalyzeCombineFn(beam.CombineFn):
+    """{step: column} -> {step: result}: analyzers.AnalyzeFn as a Beam CombineFn."""
+
+    def __init__(self, analyzers: Mapping[int, Any]) -> None:
+        self._fn = AnalyzeFn(analyzers)
+
+    def create_accumulator(self) -> dict[int, Any]:
+        return self._fn.create_accumulator()
+
+    def add_input(self, acc: dict[int, Any], columns: Mapping[int, Any]) -> dict[int, Any]:
+        return self._fn.add_input(acc, columns)
+
+    def merge_accumulators(self, accs: Iterable[dict[int, Any]]) -> dict[int, Any]:
+        return self._fn.merge_accumulators(accs)
+
+    def extract_output(self, acc: dict[int, Any]) -> Fitted:
+        return self._fn.extract_output(acc)
 
 
 class _WithFitted(beam.DoFn):
@@ -109,10 +128,11 @@ class Analyze(beam.PTransform):
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         plan, level = self._plan, self._level
+        analyze = AnalyzeCombineFn(plan.analyzers(level))
         return (
             batches
             | "Inputs" >> beam.ParDo(_InputsDoFn(plan, level), self._fitted)  # {step: pa.Array}
-            | "Fit" >> beam.CombineGlobally(AnalyzeFn(plan.analyzers(level)))  # {step: result}
+            | "Fit" >> beam.CombineGlobally(analyze)  # {step: result}
         )
 
 

@@ -14,10 +14,9 @@ import io
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.encode.schema import ConversionError
+from transforms.fs import CompressionTypes, FileSystems
 
 __all__ = ["RowMap", "cast_columns", "invalid_record_rows"]
 

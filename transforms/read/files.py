@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 import pyarrow as pa
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.encode.schema import SchemaError
+from transforms.fs import CompressionTypes, FileSystems
 
 __all__ = ["InputError", "configured_types", "is_local", "open_input"]
 

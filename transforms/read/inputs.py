@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.encode.schema import SchemaError
+from transforms.fs import FileSystems
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema

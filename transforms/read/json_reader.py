@@ -21,12 +21,11 @@ from typing import IO
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, isolate_bad_rows
 from transforms.encode.schema import ConversionError
+from transforms.fs import CompressionTypes, FileSystems
 from transforms.read.files import InputError, open_input
 
 __all__ = ["BLOCK_BYTES", "INFER_BYTES", "json_batches", "json_schema", "parse_lines"]

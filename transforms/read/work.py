@@ -18,10 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.batch import TableBatch
 from transforms.deadletter import BadSink
+from transforms.fs import FileSystems
 from transforms.read.csv_reader import CsvOptions, csv_batches
 from transforms.read.json_reader import json_batches
 from transforms.read.parquet_reader import parquet_batches, parquet_footers

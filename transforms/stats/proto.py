@@ -16,10 +16,10 @@ import itertools
 import math
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from transforms.encode.schema import FeatureSpec
+from transforms.fs import FileSystems
 from transforms.stats.features import FeatureStats, SplitStats, stats_kind
 
 __all__ = [

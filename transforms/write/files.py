@@ -9,9 +9,8 @@ import zlib
 from collections.abc import Callable
 
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from transforms.fs import CompressionTypes, FileSystems
 from transforms.write.compression import ZLIB_LEVEL, file_suffix, gzip_compressor
 
 __all__ = ["BlockFile", "ShardFile", "ShardPart", "block_compressor", "shard_name", "temp_path"]
@@ -121,7 +120,6 @@ class BlockFile:
         return ShardPart(self.split, self.order, self.path, self.rows, self.bytes)
 
 
-
 def block_compressor(
     compression: str, level: int | None, backend: str
 ) -> Callable[[memoryview], bytes] | None:
@@ -133,4 +131,3 @@ def temp_path(temp_dir: str, split: str, order: tuple[int, int], compression: st
     """A temp file's unique path: an attempt that does not commit never shares one."""
     name = f"{split}-{order[0]:06d}-{order[1]:05d}-{uuid.uuid4().hex}{file_suffix(compression)}"
     return FileSystems.join(temp_dir, name)
-

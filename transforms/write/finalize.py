@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from apache_beam.io.filesystems import FileSystems
-
+from transforms.fs import FileSystems
 from transforms.write.compression import file_suffix
 from transforms.write.files import BlockFile, ShardFile, ShardPart, shard_name
 
@@ -75,4 +74,3 @@ def finalize_shards(
     if remove_temp_dir and FileSystems.exists(temp_dir):
         FileSystems.delete([temp_dir])
     return sorted(out, key=lambda f: f.path)
-

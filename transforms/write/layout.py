@@ -13,8 +13,7 @@ and the manifest lists the files it wrote, which is all a reader needs.
 
 from __future__ import annotations
 
-from apache_beam.io.filesystems import FileSystems
-
+from transforms.fs import FileSystems
 from transforms.write.compression import file_suffix
 from transforms.write.names import DEFAULT_LAYOUT, LAYOUTS
 

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Mapping, MutableMapping
 
-from apache_beam.io.filesystems import FileSystems
+from transforms.fs import FileSystems
 
 __all__ = ["REPORT_SECONDS", "SinkProgress", "SplitProgress", "read_progress", "total_progress"]
 

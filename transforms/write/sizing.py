@@ -22,12 +22,11 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.batch import TableBatch
 from transforms.encode.records import encode_table
 from transforms.encode.schema import ConversionError, FeatureSpec
+from transforms.fs import CompressionTypes, FileSystems
 from transforms.read.work import ReadTask, WorkItem
 
 __all__ = [

@@ -23,8 +23,8 @@ import uuid
 from typing import BinaryIO
 
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
+
+from transforms.fs import CompressionTypes, FileSystems
 
 __all__ = [
     "BUCKET_BYTES",

@@ -7,6 +7,8 @@ run once more as one batch. The rows that fail are described as JSON-able dicts 
 row, column, reason, stage, raw values), go to a tagged output, and are counted in Beam metrics.
 The job writes them as JSON lines to `<output>/_errors/` and fails past a threshold
 (`check_bad_rows`).
+
+Plain functions, importable without Beam; the Beam transforms over them are in `beam.py`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.encode.schema import ConversionError
+from transforms.fs import FileSystems
 from transforms.write.names import ERRORS_DIR
 
 __all__ = [
@@ -33,16 +35,20 @@ __all__ = [
     "ERRORS_DIR",
     "BadRowsError",
     "BadSink",
-    "CountBadRows",
-    "WriteErrors",
     "bad_row",
+    "bad_row_key",
     "check_bad_rows",
     "count_bad",
+    "error_line",
+    "first_bad_row",
     "isolate_bad_rows",
     "row_values",
+    "write_error_lines",
 ]
 
 BAD_TAG = "bad"
+ERRORS_PREFIX = "errors"  # the files in `_errors/`: errors-SSSSS-of-NNNNN.jsonl
+ERRORS_SUFFIX = ".jsonl"
 _METRICS_NAMESPACE = "tfrecord_etl"
 _LOCATED = re.compile(r": row (\d+|\?): column '((?:[^'\\]|\\.)*)': ")
 
@@ -149,8 +155,10 @@ def count_bad(stage: str, bad: Iterable[dict[str, Any]]) -> None:
     """Count dead-lettered rows in the Beam metrics `bad_rows` and `bad_rows_<stage>`."""
     n = sum(1 for _ in bad)
     if n:
-        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, "bad_rows").inc(n)
-        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"bad_rows_{stage}").inc(n)
+        from apache_beam.metrics.metric import Metrics
+
+        Metrics.counter(_METRICS_NAMESPACE, "bad_rows").inc(n)
+        Metrics.counter(_METRICS_NAMESPACE, f"bad_rows_{stage}").inc(n)
 
 
 def check_bad_rows(
@@ -167,52 +175,35 @@ def check_bad_rows(
         )
 
 
-class CountBadRows(beam.CombineFn):
-    """Bad rows -> (count, reason of the first by source and row) for the threshold check."""
-
-    def create_accumulator(self) -> tuple[int, tuple | None]:
-        return 0, None
-
-    def add_input(self, acc: tuple[int, tuple | None], row: dict[str, Any]):  # noqa: ANN201
-        key = (row["source"], -1 if row["row"] is None else row["row"], row["reason"])
-        count, first = acc
-        return count + 1, key if first is None or key < first else first
-
-    def merge_accumulators(self, accs: Iterable[tuple[int, tuple | None]]):  # noqa: ANN201
-        count, first = 0, None
-        for c, f in accs:
-            count += c
-            if f is not None and (first is None or f < first):
-                first = f
-        return count, first
-
-    def extract_output(self, acc: tuple[int, tuple | None]) -> tuple[int, str]:
-        count, first = acc
-        return count, "" if first is None else first[2]
+def bad_row_key(row: dict[str, Any]) -> tuple[str, int, str]:
+    """What orders bad rows to pick the first one: source, row (-1 when unknown), reason."""
+    return (row["source"], -1 if row["row"] is None else row["row"], row["reason"])
 
 
-def _to_line(row: dict[str, Any]) -> str:
+def first_bad_row(rows: Iterable[dict[str, Any]]) -> tuple[int, str]:
+    """(number of bad rows, reason of the first by `bad_row_key`; "" when there is none): what
+    `check_bad_rows` is given."""
+    count, first = 0, None
+    for row in rows:
+        key = bad_row_key(row)
+        count += 1
+        if first is None or key < first:
+            first = key
+    return count, "" if first is None else first[2]
+
+
+def error_line(row: dict[str, Any]) -> str:
+    """One bad row as its JSON line in `_errors/` (no line break)."""
     return json.dumps(row, sort_keys=False, ensure_ascii=False, default=str)
 
 
-@beam.typehints.with_input_types(dict[str, Any])
-@beam.typehints.with_output_types(str)
-class WriteErrors(beam.PTransform):
-    """Bad-row dicts -> JSON lines files `<directory>/errors-SSSSS-of-NNNNN.jsonl` (none when
-    there is no bad row); outputs their paths."""
-
-    def __init__(self, directory: str) -> None:
-        super().__init__()
-        self._directory = directory
-
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return (
-            rows
-            | "ToJson" >> beam.Map(_to_line)  # str: one JSON object
-            | "Write"
-            >> beam.io.WriteToText(
-                self._directory.rstrip("/") + "/errors",
-                file_name_suffix=".jsonl",
-                skip_if_empty=True,
-            )
-        )
+def write_error_lines(directory: str, rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Bad rows -> `<directory>/errors-00000-of-00001.jsonl`, one JSON line each (what the Beam
+    transform writes as one shard); no file when there is no row. Returns the files' paths."""
+    lines = [error_line(row) for row in rows]
+    if not lines:
+        return []
+    path = f"{directory.rstrip('/')}/{ERRORS_PREFIX}-00000-of-00001{ERRORS_SUFFIX}"
+    with FileSystems.create(path) as f:
+        f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    return [path]

@@ -1,0 +1,99 @@
+"""The plain modules import without Beam: a job run without Beam (or a command that reads a
+local output) calls the functions the Beam transforms call, and must not pay Beam's import.
+
+One fresh interpreter imports them all in turn and says after each whether `apache_beam` is
+loaded, so a failure names the first module that pulled it in."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+# Beam modules under transforms/: the Beam transforms, and the writers built on Beam's windowed
+# values; every other module there is plain.
+BEAM_TRANSFORMS = {"transforms.write.rolling", "transforms.write.grouped"}
+
+PIPELINE = [
+    "pipeline.config",
+    "pipeline.plan",
+    "pipeline.plan_summary",
+    "pipeline.lease",
+    "pipeline.output_dir",
+    "pipeline.manifest",
+    "pipeline.manifest_checks",
+    "pipeline.progress",
+    "pipeline.joblog",
+    "pipeline.schedule",
+    "pipeline.errors",
+    "pipeline.layouts",
+    "pipeline.layouts.tfds",
+    "pipeline.layouts.tfx",
+    "pipeline.schema_pbtxt",
+    "pipeline.sequence_manifest",
+    "pipeline.drift",
+    "pipeline.report",
+    "pipeline.report.files",
+    "pipeline.report.page",
+    "pipeline.report.plots",
+    "pipeline.report.stats",
+    "pipeline.report.write",
+    "pipeline.verify",
+    "pipeline.verify.compare",
+    "pipeline.verify.example_pb",
+    "pipeline.verify.files",
+    "pipeline.verify.frames",
+    "pipeline.verify.inspect",
+    "pipeline.verify.keys",
+    "pipeline.verify.pairs",
+    "pipeline.verify.records",
+    "pipeline.verify.report",
+    "pipeline.verify.run",
+    "pipeline.verify.scan",
+    "pipeline.verify.source",
+]
+
+_PROBE = """
+import importlib, json, sys
+seen = []
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+    seen.append([name, "apache_beam" in sys.modules])
+print(json.dumps(seen))
+"""
+
+
+def transforms_modules() -> list[str]:
+    """Every module under transforms/ but the Beam ones (beam.py and BEAM_TRANSFORMS)."""
+    names = []
+    for folder, dirs, files in os.walk(REPO / "transforms"):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for file in sorted(files):
+            if not file.endswith(".py") or file == "beam.py":
+                continue
+            relative = os.path.relpath(os.path.join(folder, file), REPO)[: -len(".py")]
+            name = relative.replace(os.sep, ".").removesuffix(".__init__")
+            if name not in BEAM_TRANSFORMS:
+                names.append(name)
+    return names
+
+
+def test_plain_modules_import_without_beam():
+    modules = transforms_modules() + PIPELINE
+    assert {"transforms.fs", "transforms.deadletter", "transforms.write.finalize"} <= set(modules)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(modules)],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert [name for name, _ in seen] == modules
+    first = next((name for name, beam in seen if beam), None)
+    assert first is None, f"importing {first} imports apache_beam"
