@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps.removeFilter(_no_traceback)
     else:
         steps.addFilter(_no_traceback)
-    if command in ("convert", "plan"):
+    if command in ("convert", "plan") and beam_args:
         from pipeline.beam_args import unknown_beam_args  # imports Beam's options
 
         try:
@@ -187,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub.error(f"{err} (a Beam pipeline option)")
         if unknown:
             sub.error(_unknown(unknown, sub, command))
+    if command in ("convert", "plan"):
         flags = config_flags(args)
         if command == "plan":
             from pipeline import commands
