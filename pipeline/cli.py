@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from pipeline.errors import EXIT_USAGE, closest
+from pipeline.errors import EXIT_INTERRUPTED, EXIT_USAGE, closest
 from pipeline.flags import add_flags, config_flags
 
 __all__ = ["main"]
@@ -167,6 +168,15 @@ def _unknown(args: Sequence[str], parser: argparse.ArgumentParser, command: str)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`tfrecord-etl ARGS`: the exit code. Ctrl-C stops any command with one line and 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("tfrecord-etl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam.io.filebasedsink").addFilter(_no_empty_error_sink_warning)
     parser = _parser()

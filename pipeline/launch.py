@@ -19,7 +19,14 @@ from typing import Any
 
 from pipeline.config import load_config
 from pipeline.engine import choose_engine
-from pipeline.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_error
+from pipeline.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    INTERRUPTED,
+    print_error,
+)
 from pipeline.joblog import JobLog, job_log
 from pipeline.lease import Lease, acquire_lease, release_lease
 from pipeline.manifest import read_manifest
@@ -52,6 +59,11 @@ class Run:
         )
         print(summary_line(summary), flush=True)
         return code
+
+    def interrupted(self, job: dict[str, Any]) -> int:
+        """Ctrl-C: one line on stderr, the JSON line with status "interrupted", exit 130."""
+        print(INTERRUPTED, file=sys.stderr)
+        return self.report(EXIT_INTERRUPTED, "interrupted", **job)
 
     def succeeded(self, output: str, write_report: bool, job: dict[str, Any]) -> int:
         """The human summary of a finished run, its report.html if asked, the JSON line."""
@@ -158,6 +170,8 @@ def _run_in_process(args: argparse.Namespace, plan: JobPlan, log: JobLog, run: R
     try:
         with watch:  # the live progress line, until the run ends (pipeline/progress.py)
             run_in_process(plan, run_id=lease.run_id, progress_dir=watch.directory)
+    except KeyboardInterrupt:
+        return run.interrupted(job)
     except Exception as err:  # the job's failure: report it, exit non-zero, no manifest
         print_error(err, args.debug, context="the job failed: ")
         return run.report(EXIT_FAILED, "failed", **job, error=str(err))

@@ -27,7 +27,7 @@ from pipeline.dataflow import (
     runner_name,
     write_job_file,
 )
-from pipeline.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_error
+from pipeline.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_error
 from pipeline.follow import announce, follow
 from pipeline.joblog import JobLog
 from pipeline.launch import Run, _release, note_new_columns, progress_watch
@@ -156,6 +156,11 @@ def convert_with_beam(
             return run.report(EXIT_OK, "submitted", **job)
         if result.state != PipelineState.DONE:
             raise RuntimeError(f"the runner ended the job in state {result.state}")
+    except KeyboardInterrupt:
+        if job.get("job_id"):  # a Dataflow job goes on, and removes its lease when it commits
+            keep_lease = True
+            return run.report(EXIT_INTERRUPTED, "interrupted", **job)
+        return run.interrupted(job)
     except Exception as err:  # the runner's failure: report it, exit non-zero, no manifest
         print_error(err, args.debug, context="the job failed: ")
         return run.report(EXIT_FAILED, "failed", **job, error=str(err))

@@ -131,3 +131,23 @@ def test_in_process_convert_imports_no_beam(tmp_path):
             assert a == b
         else:
             assert (here / name).read_bytes() == (beam / name).read_bytes(), name
+
+
+def test_ctrl_c_stops_a_run_with_one_line(monkeypatch, run_cli_captured, tmp_path):
+    """Ctrl-C in a run: one line, exit 130, the JSON line says "interrupted", the lease is gone
+    and the output has no manifest; the next run goes ahead."""
+    import pipeline.inprocess
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(pipeline.inprocess, "run_in_process", interrupted)
+    result = run_cli_captured(["convert", "--input", SAMPLE, "--output", out])
+    assert result.code == 130
+    assert result.err.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")
+    assert json.loads(result.out.strip().splitlines()[-1])["status"] == "interrupted"
+    assert not (out / "manifest.json").exists()
+    assert not (out / "_LEASE").exists()
+    monkeypatch.undo()
+    assert run_cli_captured(["convert", "--input", SAMPLE, "--output", out]).code == 0
