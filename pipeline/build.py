@@ -5,121 +5,26 @@ What can be known before the job runs is planned and checked in pipeline/plan.py
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import uuid
-from collections.abc import Mapping, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline import __version__
-from pipeline.config import config_to_json
-from pipeline.layouts import layout_section, write_layout_files
-from pipeline.lease import check_lease, release_lease
-from pipeline.manifest import BadRowFiles, Manifest, Sharding, SplitRule, write_manifest
-from pipeline.output_dir import remove_empty_dir
+from pipeline.finish import finish_job
 from pipeline.plan import JobPlan
-from pipeline.schema_pbtxt import write_output_schema
-from pipeline.sequence_manifest import sequence_section
-from transforms.deadletter import ERRORS_DIR, check_bad_rows
+from transforms.deadletter import ERRORS_DIR
 from transforms.deadletter.beam import CountBadRows, WriteErrors
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
-from transforms.encode.records import BatchStats
-from transforms.preprocess.artifacts import manifest_section, transform_dir
+from transforms.preprocess.artifacts import transform_dir
 from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.read.beam import ReadTable
-from transforms.read.files import InputError
 from transforms.sequence.beam import EncodeSequences
 from transforms.split.beam import AssignSplits, KeepSplit
 from transforms.stats.beam import ComputeStatistics, WriteStatistics
 from transforms.write.beam import WriteShards
-from transforms.write.files import ShardFile
 from transforms.write.layout import shard_prefix, shard_suffix
 
 __all__ = ["build_pipeline"]
-
-
-def _finish(
-    _: None,
-    plan: JobPlan,
-    shards: list[ShardFile],
-    stats: BatchStats,
-    bad: tuple[int, str],
-    error_files: list[str],
-    temp_dir: str,
-    run_id: str | None,
-    transform_files: Sequence[str] = (),
-    statistics: Mapping[str, str] | None = None,
-) -> str:
-    """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
-
-    Runs after every shard and every error file is in place (they are its side inputs). With
-    `run_id` (the run's output lease, pipeline/lease.py), the manifest is written only while the
-    lease still names this run (LeaseLostError otherwise), and the lease is removed after it."""
-    config = plan.config
-    bad_count, first = bad
-    if stats.rows == 0 and bad_count == 0:
-        dropped = " (or the transforms' filters dropped every row)" if plan.preprocess else ""
-        raise InputError(
-            f"{', '.join(plan.paths)}: no data row in the input{dropped}; nothing to convert"
-        )
-    errors_dir = FileSystems.join(config.output, ERRORS_DIR)
-    good = stats.steps if plan.sequence is not None and plan.sequence.grouped else stats.rows
-    check_bad_rows(bad_count, good, config.max_bad_rows, config.max_bad_fraction, first, errors_dir)
-    if not error_files:
-        remove_empty_dir(errors_dir)  # the error sink's temp dir, on filesystems that have dirs
-    remove_empty_dir(temp_dir)
-    transform = None
-    if plan.preprocess is not None:
-        transform = manifest_section(
-            plan.preprocess,
-            list(transform_files),
-            config.output,
-            config.transform_artifacts,
-            plan.fit_split,
-        )
-    shuffle = {"splits": list(config.shuffle), "seed": config.shuffle_seed}
-    manifest = Manifest.build(
-        specs=plan.specs,
-        null_counts=stats.nulls,
-        rows={name: stats.split_rows.get(name, 0) for name, _ in config.splits},
-        shards={name: [f for f in shards if f.split == name] for name, _ in config.splits},
-        output_dir=config.output,
-        compression=config.compression,
-        sources=plan.paths,
-        source_format=plan.fmt,
-        versions={"tfrecord_etl": __version__, "apache_beam": beam.__version__},
-        transform=transform,
-        split=SplitRule(dict(config.splits), config.split_key, config.split_salt),
-        sharding=Sharding(
-            config.num_shards,
-            config.shard_mb,
-            plan.shards.estimated_bytes,
-            shuffle if config.shuffle else None,
-        ),
-        bad_rows=BadRowFiles(bad_count, tuple(sorted(error_files))),
-        # The effective config (inputs as matched, format as detected): enough to derive the
-        # records again from the source (tfrecord-etl verify).
-        config=config_to_json(dataclasses.replace(config, inputs=plan.paths, format=plan.fmt)),
-        layout=layout_section(config.layout),
-        sequence=sequence_section(plan.sequence, stats),
-        statistics=statistics,
-    )
-    if run_id is not None:
-        check_lease(config.output, run_id)  # right before the commit
-    write_layout_files(config.output, manifest)  # TFDS or TFX metadata, if the layout has any
-    artifacts = transform_dir(config.output) if transform_files else None
-    if plan.sequence is None:  # a schema of Examples (SequenceExamples: none yet)
-        schema = write_output_schema(config.output, manifest, plan.preprocess, artifacts)
-        manifest = dataclasses.replace(manifest, schema=schema)
-    path = write_manifest(config.output, manifest)
-    if run_id is not None:
-        try:
-            release_lease(config.output, run_id)
-        except Exception as err:  # committed already: the launcher tries again, else the user
-            logging.warning("%s: the output's lease was not removed: %s", config.output, err)
-    return path
 
 
 def build_pipeline(
@@ -222,7 +127,7 @@ def build_pipeline(
         | "Once" >> beam.Create([None])
         | "WriteManifest"
         >> beam.Map(
-            _finish,
+            finish_job,
             plan,
             beam.pvalue.AsList(shards),
             beam.pvalue.AsSingleton(stats),

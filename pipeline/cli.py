@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from pipeline.errors import EXIT_USAGE, closest
+from pipeline.errors import EXIT_INTERRUPTED, EXIT_USAGE, closest
 from pipeline.flags import add_flags, config_flags
 
 __all__ = ["main"]
@@ -167,6 +168,15 @@ def _unknown(args: Sequence[str], parser: argparse.ArgumentParser, command: str)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`tfrecord-etl ARGS`: the exit code. Ctrl-C stops any command with one line and 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("tfrecord-etl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam.io.filebasedsink").addFilter(_no_empty_error_sink_warning)
     parser = _parser()
@@ -178,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps.removeFilter(_no_traceback)
     else:
         steps.addFilter(_no_traceback)
-    if command in ("convert", "plan"):
+    if command in ("convert", "plan") and beam_args:
         from pipeline.beam_args import unknown_beam_args  # imports Beam's options
 
         try:
@@ -187,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub.error(f"{err} (a Beam pipeline option)")
         if unknown:
             sub.error(_unknown(unknown, sub, command))
+    if command in ("convert", "plan"):
         flags = config_flags(args)
         if command == "plan":
             from pipeline import commands

@@ -65,6 +65,7 @@ class JobConfig:
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
     stats: bool = True  # feature statistics per split (transforms/stats/)
     report: bool = False  # write report.html after the run (not recorded in the manifest)
+    engine: str = "auto"  # what runs the job (pipeline/engine.py; not recorded)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""

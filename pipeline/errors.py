@@ -16,8 +16,10 @@ from collections.abc import Iterable
 
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "INTERRUPTED",
     "USER_ERRORS",
     "ConfigError",
     "closest",
@@ -26,6 +28,11 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+INTERRUPTED = (
+    "tfrecord-etl: interrupted: the output has no manifest, so no reader takes it; the next "
+    "run clears what this one left"
+)
 USER_ERRORS = (ValueError, OSError)  # what the commands report as the user's, without traceback
 
 PREFIX = "tfrecord-etl: error: "

@@ -62,6 +62,9 @@ class Option:
         return [dashed] if "_" not in self.key else [dashed, "--" + self.key]
 
 
+# What runs a convert job (pipeline/engine.py).
+ENGINES = ("auto", "beam", "in-process")
+
 OPTIONS: tuple[Option, ...] = (
     Option("input", (str, list), "paths or globs (local, gs://, any Beam filesystem)", "paths"),
     Option("output", (str,), "output directory"),
@@ -150,6 +153,15 @@ OPTIONS: tuple[Option, ...] = (
         "after the run, write <output>/report.html from the manifest and the statistics "
         "(also tfrecord-etl report OUTPUT)",
         "bool",
+        recorded=False,
+    ),
+    Option(
+        "engine",
+        (str,),
+        "what runs the job: beam, in-process (here, without Beam: local files, no "
+        "--num-shards/--shuffle), or auto (default: in-process when it can and no Beam option "
+        "is given)",
+        choices=ENGINES,
         recorded=False,
     ),
 )

@@ -368,6 +368,6 @@ def test_write_fault_without_retries_fails_the_job(cluster, big, tmp_path):
 def test_the_short_names_select_the_projects_runner(args):
     from apache_beam.options.pipeline_options import StandardOptions
 
-    from pipeline.launch import _beam_options
+    from pipeline.launch_beam import _beam_options
 
     assert _beam_options(args).view_as(StandardOptions).runner == RUNNER

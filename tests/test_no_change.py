@@ -5,6 +5,9 @@ The cases cover the bundled sample (Parquet and CSV), the peer data (TFX's taxi 
 Parquet), a table of every supported type, splits (whole-row hash and split_key), preprocessing
 with analyzers, `--num-shards`, `--shuffle`, bad rows, every compression and both sinks.
 
+Every case runs through Beam (`--engine beam`), and the cases the in-process engine can run
+(pipeline/engine.py) run through it too, against the same digest.
+
 Per case the digest holds the normalized manifest (times, versions and this machine's paths
 taken out) and, per split, the record count and a hash of the sorted record hashes (records as
 a multiset: the order inside a rolling write depends on the runner's bundles), and the shuffled
@@ -106,6 +109,20 @@ CASES: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "bad_rows_csv": ("bad.csv", {"max_bad_rows": 10}, []),
 }
 
+# The cases the in-process engine runs (pipeline/engine.py: no grouped write, the blocks sink):
+# each runs through both engines, which must give the same digest.
+IN_PROCESS = (
+    "sample_parquet",
+    "sample_csv",
+    "sample_split_key_small_shards",
+    "peer_csv",
+    "peer_parquet_splits",
+    "peer_csv_preprocess",
+    "all_types",
+    "bad_rows_csv",
+)
+RUNS = [(name, "beam") for name in CASES] + [(name, "in-process") for name in IN_PROCESS]
+
 BAD_CSV = (
     "id,amount,name\n"
     "1,1.5,a\n"
@@ -205,12 +222,15 @@ def digest_output(output: Path, shuffled: bool) -> dict[str, Any]:
     }
 
 
-def run_case(name: str, inputs: dict[str, Path], work: Path) -> dict[str, Any]:
+def run_case(
+    name: str, inputs: dict[str, Path], work: Path, engine: str = "beam"
+) -> dict[str, Any]:
     source, config, flags = CASES[name]
     if source not in inputs:
         pytest.skip(f"{source}: peer data not found")
     out = work / name
     args = ["convert", "--input", str(inputs[source]), "--output", str(out), *flags]
+    args += ["--engine", engine]
     if config:
         path = work / f"{name}.yaml"
         path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
@@ -239,13 +259,15 @@ def golden() -> dict[str, Any]:
 _written: dict[str, Any] = {}
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_output_unchanged(name, inputs, golden, tmp_path):
-    got = run_case(name, inputs, tmp_path)
-    if WRITE:
+@pytest.mark.parametrize(("name", "engine"), RUNS)
+def test_output_unchanged(name, engine, inputs, golden, tmp_path):
+    got = run_case(name, inputs, tmp_path, engine)
+    if WRITE and engine == "beam":
         _written[name] = got
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(json.dumps(_written, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return
+    if WRITE:  # digests come from Beam runs
         return
     expected = golden[name]
     assert got["splits"] == expected["splits"]

@@ -23,7 +23,7 @@ from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, read_manifest
 
 from pipeline.config import load_config
 from pipeline.joblog import JobLog, JsonLines
-from pipeline.launch import _progress
+from pipeline.launch_beam import _progress
 from pipeline.plan import plan_job
 from pipeline.progress import ProgressWatch, Snapshot, planned_rows, progress_line
 from transforms.write.files import BlockFile

@@ -139,7 +139,7 @@ def test_dated_run_reads_and_writes_that_day(partitions, tmp_path):
     assert {r["day"][0] for r in records} == {b"2026-12-01"}
     summary = last_json(result.out)
     assert summary["status"] == "succeeded" and summary["exit_code"] == EXIT_OK
-    assert summary["job"] == "tfrecord-etl" and summary["runner"] == "FnApiRunner"
+    assert summary["job"] == "tfrecord-etl" and summary["engine"] == "in-process"
     assert summary["date"] == "2026-12-01"
     assert summary["output"] == str(out)
     assert summary["rows_in"] == summary["rows_out"] == 200 and summary["bad"] == 0

@@ -21,7 +21,7 @@ from transforms.encode.schema import plan_features
 from transforms.read.work import WorkItem
 from transforms.write.files import BlockFile
 from transforms.write.grouped import gather_records, shard_ids, shuffle_keys
-from transforms.write.rolling import _TaskFiles
+from transforms.write.task_files import TaskFiles
 from transforms.write.sizing import csv_bytes_per_row, plan_shards, plan_tasks
 
 SPLITS = "splits: {train: 80, eval: 10, test: 10}\n"
@@ -101,7 +101,7 @@ def test_task_files_roll_at_the_limit_and_fold_the_last(tmp_path, compression):
         return BlockFile(path, compression, compress, (0, i), "train")
 
     limit = 20_000
-    files = _TaskFiles(new_file, limit)
+    files = TaskFiles(new_file, limit)
     parts = []
     for k in range(9):  # batches of about 11 KB framed: cut where a file fills
         parts += files.write(_framed(300, seed=k, first=300 * k))
