@@ -16,8 +16,6 @@ sink.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -27,7 +25,12 @@ from pipeline.plan import JobPlan
 from transforms import fs
 from transforms.batch import TableBatch, source_rows
 from transforms.convert import Conversion
-from transforms.deadletter import ERRORS_DIR, isolate_bad_rows
+from transforms.deadletter import (
+    ERRORS_DIR,
+    first_bad_row,
+    isolate_bad_rows,
+    write_error_lines,
+)
 from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import read_artifacts, transform_dir, write_artifacts
 from transforms.preprocess.chain import analysis_inputs, prepare_fitted
@@ -141,26 +144,6 @@ class _Writers:
                 progress.flush()
 
 
-def _first_bad(rows: BadRows) -> tuple[int, str]:
-    """(count, reason of the first by source and row): CountBadRows' result."""
-    keys = [(r["source"], -1 if r["row"] is None else r["row"], r["reason"]) for r in rows]
-    return len(rows), min(keys)[2] if keys else ""
-
-
-def _write_errors(directory: str, rows: BadRows) -> list[str]:
-    """The bad rows as WriteErrors writes them: one JSON lines file, none without a bad row."""
-    if not rows:
-        return []
-    path = fs.join(directory, "errors-00000-of-00001.jsonl")
-    lines = "".join(
-        json.dumps(r, sort_keys=False, ensure_ascii=False, default=str) + "\n" for r in rows
-    )
-    os.makedirs(directory, exist_ok=True)  # a local output (pipeline/engine.py)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(lines)
-    return [path]
-
-
 def run_in_process(
     plan: JobPlan, run_id: str | None = None, progress_dir: str | None = None
 ) -> str:
@@ -222,13 +205,13 @@ def run_in_process(
             )
             for name, _ in splits
         }
-    error_files = _write_errors(fs.join(config.output, ERRORS_DIR), bad)
+    error_files = write_error_lines(fs.join(config.output, ERRORS_DIR), bad)
     return finish_job(
         None,
         plan,
         shards,
         counts,
-        _first_bad(bad),
+        first_bad_row(bad),
         error_files,
         temp_dir,
         run_id,

@@ -81,13 +81,7 @@ class Run:
 
 
 def _sizes(paths: Sequence[str]) -> list[int]:
-    if all(fs.is_local(p) for p in paths):
-        import os
-
-        return [os.path.getsize(p) for p in paths]
-    from apache_beam.io.filesystems import FileSystems
-
-    return [m.size_in_bytes for r in FileSystems.match(list(paths)) for m in r.metadata_list]
+    return [m.size_in_bytes for r in fs.FileSystems.match(list(paths)) for m in r.metadata_list]
 
 
 def _summary(output: str, seconds: float) -> str:

@@ -269,8 +269,11 @@ def acquire_lease(output: str, options: PipelineOptions | None = None, waits: bo
         started=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         output=output,
     )
-    from google.api_core.exceptions import GoogleAPICallError
+    api_errors: tuple[type[Exception], ...] = ()  # GCS's, for a lease on GCS
+    if _is_gcs(path):
+        from google.api_core.exceptions import GoogleAPICallError
 
+        api_errors = (GoogleAPICallError,)
     try:
         for _ in range(3):  # a dead run's lease is taken over once; a race may need another look
             if _create(path, lease, options):
@@ -286,7 +289,7 @@ def acquire_lease(output: str, options: PipelineOptions | None = None, waits: bo
                     f"failed elsewhere), delete {path} and run again"
                 )
             _take_over(path, holder, generation, options)
-    except GoogleAPICallError as err:  # no permission, no bucket, ...
+    except api_errors as err:  # no permission, no bucket, ...
         raise OSError(f"{path}: could not take the output's lease: {err}") from err
     raise OutputLeasedError(f"{output}: another run holds the output (lease {path})")
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from transforms.encode.schema import SchemaError
 from transforms.read.files import InputError
@@ -67,6 +66,8 @@ def partition_segments(path: str) -> list[tuple[str, str]]:
 
 def _decoded(path: str, segments: list[tuple[str, str]]) -> dict[str, str | None]:
     """The values of the segments, read by pyarrow's HivePartitioning as text."""
+    import pyarrow.dataset as ds  # only for partitioned inputs: it imports pandas when installed
+
     keys = [key for key, _ in segments]
     if len(set(keys)) != len(keys):
         raise InputError(f"{path}: a partition key appears twice in the path: {keys}")
