@@ -39,10 +39,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
-from apache_beam.io.filesystems import FileSystems
 
 from pipeline.manifest import Manifest, StoredFeature, read_manifest
 from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
+from transforms.fs import FileSystems
 
 __all__ = [
     "FLOAT64_BYTES",

@@ -18,6 +18,11 @@ from conftest import REPO
 BEAM_TRANSFORMS = {"transforms.write.rolling", "transforms.write.grouped"}
 
 PIPELINE = [
+    "pipeline.cli",
+    "pipeline.launch",
+    "pipeline.engine",
+    "pipeline.inprocess",
+    "pipeline.finish",
     "pipeline.config",
     "pipeline.plan",
     "pipeline.plan_summary",
