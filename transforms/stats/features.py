@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,16 +22,15 @@ import pyarrow.compute as pc
 
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
-from transforms.hashing import hash_bytes
+from transforms.hashing import hash_bytes, hash_column
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
-    GOLDEN,
     HyperLogLog,
     Sample,
     TopK,
+    fixed_priorities,
     mix64,
     position_priorities,
-    smallest,
 )
 
 __all__ = [
@@ -138,6 +138,25 @@ class SplitStats:
     rows: int = 0
     features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
 
+    def add(
+        self,
+        table: pa.Table,
+        specs: Sequence[FeatureSpec],
+        source: str,
+        rows: np.ndarray,
+    ) -> SplitStats:
+        """Add the rows of `table` (of this split), whose source rows in `source` are `rows`;
+        the same statistics as merging `batch_statistics` of it, with less work: only the
+        values that can still enter a sample are taken."""
+        keys = row_keys(source, rows)
+        shared: dict[int | None, np.ndarray | None] = {}
+        for spec in specs:
+            self.features[spec.name] = feature_statistics(
+                leaf_array(table, spec.path), spec, keys, self.features.get(spec.name), shared
+            )
+        self.rows += table.num_rows
+        return self
+
     def merge(self, other: SplitStats) -> SplitStats:
         self.rows += other.rows
         for name, stats in other.features.items():
@@ -184,13 +203,19 @@ def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
     return int64_values(leaf)
 
 
+def _below(priorities: np.ndarray, bound: int | None) -> np.ndarray | None:
+    """The indices of the priorities under `bound` (None: all of them)."""
+    return None if bound is None else np.flatnonzero(priorities < np.uint64(bound))
+
+
 def _add_numbers(
     stats: FeatureStats,
     values: np.ndarray,
     priorities: np.ndarray,
-    chosen: np.ndarray | None = None,
+    candidates: np.ndarray | None,
 ) -> None:
-    """`chosen`: the indices of the `SAMPLE_SIZE` smallest priorities, when known."""
+    """`candidates`: the indices of the values that may enter the sample (None: all);
+    `priorities`: theirs."""
     nans, zeros, count, low, high, negative, positive, mean, m2 = moments(values)
     stats.nans, stats.zeros, stats.count = nans, zeros, count
     stats.sample = Sample(SAMPLE_SIZE)
@@ -198,32 +223,38 @@ def _add_numbers(
         return
     stats.min, stats.max, stats.mean, stats.m2 = low, high, mean, m2
     stats.infinities = (negative, positive)
+    if candidates is not None:
+        values = values[candidates]
     if nans:
         keep = ~np.isnan(values)
-        values, priorities, chosen = values[keep], priorities[keep], None
-    if chosen is None:
-        stats.sample.add(values, priorities)
-    else:
-        stats.sample.add(values[chosen], priorities[chosen])
+        values, priorities = values[keep], priorities[keep]
+    stats.sample.add(values, priorities)
 
 
-def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None:
+def _add_strings(stats: FeatureStats, leaf: pa.Array) -> None:
     if pa.types.is_null(leaf.type):
         return
     if pa.types.is_decimal(leaf.type):
         leaf = decimal_text(leaf)
-    lengths = pc.binary_length(leaf)
     if len(leaf):
+        lengths = pc.binary_length(leaf)
         stats.length_sum = int(pc.sum(lengths).as_py() or 0)
         extremes = pc.min_max(lengths)
         stats.min_length = extremes["min"].as_py()
         stats.max_length = extremes["max"].as_py()
     stats.distinct = HyperLogLog()
-    if stats.kind == "string":  # the batch's distinct values and their counts, once
+    if stats.kind == "string":  # the batch's distinct values and their counts, hashed once
         counted = pc.value_counts(leaf)
+        values = counted.field("values")
+        if values.null_count:
+            keep = values.is_valid()
+            counted = pa.StructArray.from_arrays(
+                [values.filter(keep), counted.field("counts").filter(keep)], ["values", "counts"]
+            )
+        hashes = hash_column(counted.field("values"))
         stats.top = TopK(TOP_CAPACITY)
-        stats.top.add_counted(counted)
-        stats.distinct.add_values(counted.field("values"))
+        stats.top.add_counted(counted, hashes)
+        stats.distinct.add_hashes(hashes)
     else:
         stats.distinct.add_values(pc.unique(leaf))
 
@@ -235,51 +266,73 @@ def _fixed_count(spec: FeatureSpec) -> int | None:
     return math.prod(spec.shape)
 
 
+def _bound(sketch: Sample | None) -> int | None:
+    return None if sketch is None else sketch.bound()
+
+
 def feature_statistics(
-    arr: pa.Array, spec: FeatureSpec, keys: np.ndarray, chosen: np.ndarray | None = None
+    arr: pa.Array,
+    spec: FeatureSpec,
+    keys: np.ndarray,
+    into: FeatureStats | None = None,
+    shared: dict[int | None, np.ndarray | None] | None = None,
 ) -> FeatureStats:
-    """One feature's accumulator over a batch: `arr` its column (`leaf_array`), `keys` the
-    rows' keys (`row_keys`), `chosen` the rows of the `SAMPLE_SIZE` smallest keys (shared by
-    the scalar features every row has)."""
-    stats = FeatureStats(stats_kind(spec))
+    """One feature's statistics over a batch, merged into `into` (a new accumulator when
+    None), which is returned. `arr`: its column (`leaf_array`); `keys`: the rows' keys
+    (`row_keys`). Only values whose priority is under the bound of `into`'s sample are taken
+    into it (a full sample would drop the others); `shared`: {bound: the rows whose key is
+    under it}, kept across the features of the batch that every row has."""
+    part = FeatureStats(stats_kind(spec))
+    into = FeatureStats(part.kind) if into is None else into
     if spec.null_policy == "default" and arr.null_count:
         arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
     n = len(arr)
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-    stats.present = n if valid is None else int(np.count_nonzero(valid))
-    stats.missing = n - stats.present
+    part.present = n if valid is None else int(np.count_nonzero(valid))
+    part.missing = n - part.present
+    present_keys = keys if valid is None else keys[valid]
     fixed = _fixed_count(spec)
+    bound = _bound(into.sample)
     if spec.shape == ():  # one value per present row
         leaf = arr if valid is None else arr.filter(pa.array(valid))
-        priorities = keys if valid is None else keys[valid]
-        chosen = chosen if valid is None else None
+        if valid is None and shared is not None:
+            if bound not in shared:
+                shared[bound] = _below(keys, bound)
+            candidates = shared[bound]
+        else:
+            candidates = _below(present_keys, bound)
+        priorities = present_keys if candidates is None else present_keys[candidates]
     else:
-        chosen = None
         leaf = _flatten(arr)
         if fixed is not None:  # every present row has `fixed` values, in row order
-            present_keys = keys if valid is None else keys[valid]
-            steps = np.arange(fixed, dtype=np.uint64) * GOLDEN
-            priorities = (present_keys[:, None] + steps[None, :]).ravel()
+            priorities, candidates = fixed_priorities(present_keys, fixed, bound)
         else:
             element_rows = _element_rows(arr)
             priorities = position_priorities(keys, element_rows)
+            candidates = _below(priorities, bound)
+            if candidates is not None:
+                priorities = priorities[candidates]
             counts = np.bincount(element_rows, minlength=n)
             if valid is not None:
-                counts, present_keys = counts[valid], keys[valid]
+                counts = counts[valid]
+            counts_bound = _bound(into.value_counts)
+            chosen = _below(present_keys, counts_bound)
+            part.value_counts = Sample(SAMPLE_SIZE)
+            if chosen is None:
+                part.value_counts.add(counts, present_keys)
             else:
-                present_keys = keys
-            stats.value_counts = Sample(SAMPLE_SIZE)
-            stats.value_counts.add(counts, present_keys)
+                part.value_counts.add(counts[chosen], present_keys[chosen])
             if len(counts):
-                stats.min_values, stats.max_values = int(counts.min()), int(counts.max())
-    stats.values = len(leaf)
-    if fixed is not None and stats.present:
-        stats.min_values = stats.max_values = fixed
-    if stats.kind == "numeric":
-        _add_numbers(stats, _numbers(spec, leaf), priorities, chosen)
+                part.min_values, part.max_values = int(counts.min()), int(counts.max())
+    part.values = len(leaf)
+    if fixed is not None and part.present:
+        part.min_values = part.max_values = fixed
+    if part.kind == "numeric":
+        _add_numbers(part, _numbers(spec, leaf), priorities, candidates)
     else:
-        _add_strings(stats, spec, leaf)
-    return stats
+        _add_strings(part, leaf)
+    into.merge(part)
+    return into
 
 
 def batch_statistics(
@@ -290,9 +343,4 @@ def batch_statistics(
 ) -> SplitStats:
     """The statistics of every feature over the rows of `table` (all of one split), whose
     source rows in `source` are `rows`."""
-    keys = row_keys(source, rows)
-    chosen = smallest(keys, SAMPLE_SIZE)
-    features = {
-        s.name: feature_statistics(leaf_array(table, s.path), s, keys, chosen) for s in specs
-    }
-    return SplitStats(table.num_rows, features)
+    return SplitStats().add(table, specs, source, rows)

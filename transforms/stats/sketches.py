@@ -20,10 +20,19 @@ import math
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from transforms.hashing import hash_column
 
-__all__ = ["GOLDEN", "HyperLogLog", "Sample", "TopK", "mix64", "position_priorities", "smallest"]
+__all__ = ["GOLDEN",
+    "HyperLogLog",
+    "Sample",
+    "TopK",
+    "fixed_priorities",
+    "mix64",
+    "position_priorities",
+    "smallest",
+]
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -54,6 +63,41 @@ def position_priorities(row_keys: np.ndarray, element_rows: np.ndarray) -> np.nd
     return row_keys[element_rows] + position * GOLDEN
 
 
+@njit(cache=True)
+def _fixed_below(keys: np.ndarray, fixed: int, bound: np.uint64) -> tuple:  # pragma: no cover
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    count = 0
+    for r in range(len(keys)):
+        p = keys[r]
+        for _ in range(fixed):
+            count += p < bound
+            p += golden
+    priorities = np.empty(count, np.uint64)
+    index = np.empty(count, np.int64)
+    count = 0
+    for r in range(len(keys)):
+        p = keys[r]
+        for j in range(fixed):
+            if p < bound:
+                priorities[count] = p
+                index[count] = r * fixed + j
+                count += 1
+            p += golden
+    return priorities, index
+
+
+def fixed_priorities(
+    row_keys: np.ndarray, fixed: int, bound: int | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The priorities of the values of rows that each hold `fixed` values in row order (the
+    value at position j of a row: its key plus j times the golden-ratio constant), and their
+    indices: only those under `bound` (when it is None: all of them, and None for indices)."""
+    if bound is None:
+        steps = np.arange(fixed, dtype=np.uint64) * GOLDEN
+        return (row_keys[:, None] + steps[None, :]).ravel(), None
+    return _fixed_below(np.ascontiguousarray(row_keys, np.uint64), fixed, np.uint64(bound))
+
+
 def smallest(priorities: np.ndarray, k: int) -> np.ndarray:
     """The indices of the `k` smallest priorities (uniform uint64s): first those under a bound
     that about 2k of them pass, then a partial sort of those."""
@@ -81,6 +125,8 @@ class Sample:
         if len(self.values) >= self.k:  # full: only priorities under its largest can enter
             keep = priorities < self.priorities.max()
             values, priorities = values[keep], priorities[keep]
+        if len(values) == 0:
+            return
         if len(values) > self.k:
             keep = smallest(priorities, self.k)
             values, priorities = values[keep], priorities[keep]
@@ -93,6 +139,13 @@ class Sample:
 
     def merge(self, other: Sample) -> None:
         self.add(other.values, other.priorities)
+
+    def bound(self) -> int | None:
+        """The priority a value must be under to enter (the largest kept, once full); None
+        while the sample is not full: any value enters."""
+        if len(self.priorities) < self.k:
+            return None
+        return int(self.priorities.max())
 
     def quantiles(self, qs: np.ndarray) -> np.ndarray:
         """The sample's quantiles at `qs` (in [0, 1]); empty when the sample is."""
@@ -196,43 +249,49 @@ class TopK:
     values: pa.Array | None = None
     counts: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
     exact: bool = True  # no counter was ever cut
+    hashes: np.ndarray = dataclasses.field(  # hash_column(values): how values are told apart
+        default_factory=lambda: np.empty(0, np.uint64)
+    )
 
     def add_values(self, values: pa.Array) -> None:
         """Count the values of an array (nulls skipped)."""
         self.add_counted(pc.value_counts(values.drop_null()))
 
-    def add_counted(self, counted: pa.StructArray) -> None:
-        """Add what `pc.value_counts` gave (a null value is skipped)."""
+    def add_counted(self, counted: pa.StructArray, hashes: np.ndarray | None = None) -> None:
+        """Add what `pc.value_counts` gave (a null value is skipped); `hashes`, when known:
+        `hash_column` of its values (nulls left out)."""
         values, counts = counted.field("values"), counted.field("counts")
         if values.null_count:
             keep = values.is_valid()
             values, counts = values.filter(keep), counts.filter(keep)
-        self._add(values, counts.to_numpy().astype(np.int64))
+        if hashes is None:
+            hashes = hash_column(values)
+        self._add(values, counts.to_numpy().astype(np.int64), hashes)
 
     def merge(self, other: TopK) -> None:
         if other.values is not None:
-            self._add(other.values, other.counts)
+            self._add(other.values, other.counts, other.hashes)
         self.exact = self.exact and other.exact
 
-    def _add(self, values: pa.Array, counts: np.ndarray) -> None:
+    def _add(self, values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> None:
         if self.values is not None and len(self.values):
             values = pa.concat_arrays([self.values.cast(values.type), values])
             counts = np.concatenate([self.counts, counts])
+            hashes = np.concatenate([self.hashes, hashes])
             # the same value in both: summed (values told apart by their 64-bit hash)
-            _, first, inverse = np.unique(
-                hash_column(values), return_index=True, return_inverse=True
-            )
+            unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
             if len(first) < len(values):
                 counts = np.bincount(inverse, weights=counts).astype(np.int64)
-                values = values.take(pa.array(first))
+                values, hashes = values.take(pa.array(first)), unique
         if len(counts) > self.capacity:
             order = np.argsort(-counts, kind="stable")
             cut = counts[order[self.capacity]]  # the (capacity+1)-th largest count
             keep = order[: self.capacity]
             keep = keep[counts[keep] > cut]
             values, counts = values.take(pa.array(keep)), counts[keep] - cut
+            hashes = hashes[keep]
             self.exact = False
-        self.values, self.counts = values, counts
+        self.values, self.counts, self.hashes = values, counts, hashes
 
     def top(self, n: int) -> list[tuple[object, int]]:
         """The `n` most frequent (value, count), most frequent first, ties by value."""
