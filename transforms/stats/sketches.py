@@ -24,7 +24,8 @@ from numba import njit
 
 from transforms.hashing import hash_column
 
-__all__ = ["GOLDEN",
+__all__ = [
+    "GOLDEN",
     "HyperLogLog",
     "Sample",
     "TopK",
