@@ -1,11 +1,12 @@
 """What the statistics cost (`--stats`, transforms/stats/), measured in one run on one table.
 
-1. In process, one core: per batch of `--batch-rows`, `encode_table` alone against
-   `batch_statistics` alone (best of `--repeat`): the statistics' CPU time as a fraction of the
-   encoder's.
+1. In process, one core: per batch of `--batch-rows`, `encode_table` alone against the
+   statistics alone (a `StatisticsAccumulator` the batches are added to, as the job's encoder
+   does; best of `--repeat`): the statistics' CPU time as a fraction of the encoder's.
 2. The job end to end, `--stats=true` against `--stats=false`, each at `--small-rows` and
    `--rows` (runs interleaved: on, off, off, on, so a change of load hits both alike): the
-   steady rows/s of each (row difference over wall-time difference) and their ratio.
+   steady rows/s of each (row difference over wall-time difference) and their ratio, and the
+   steady CPU time per row of each (the job's process tree; less moved by other load).
 
     python bench/stats_cost.py --rows 300000 --table basic
 """
@@ -17,16 +18,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from measure import load_avg, measure, steady, timed
 from tables import TABLES, make_table, write_parquet
 
+from transforms.batch import TableBatch
 from transforms.encode.records import encode_table
 from transforms.encode.schema import plan_features
-from transforms.stats.features import batch_statistics
+from transforms.stats.accumulator import StatisticsAccumulator
 
 
 def in_process(table_kind: str, rows: int, batch_rows: int, repeat: int) -> dict[str, float]:
@@ -39,10 +39,9 @@ def in_process(table_kind: str, rows: int, batch_rows: int, repeat: int) -> dict
             encode_table(b, specs, "bench.parquet", i * batch_rows, framed=True)
 
     def stats() -> None:
+        accumulator = StatisticsAccumulator(specs)
         for i, b in enumerate(batches):
-            batch_statistics(
-                b, specs, "bench.parquet", np.arange(i * batch_rows, i * batch_rows + b.num_rows)
-            )
+            accumulator.add("train", TableBatch(b, "bench.parquet", i * batch_rows))
 
     encode()  # compile and warm up
     stats()
@@ -76,14 +75,23 @@ def end_to_end(args: argparse.Namespace, work: Path) -> dict[str, dict[str, floa
         for on in (True, False, False, True):
             out = work / f"out-{label}-{on}"
             r = measure(_job(files[label], out, on), out, work / "logs" / out.name, n, 1, 0)
-            print(f"  stats={on} {n:,} rows: {r['wall_s']:.2f} s (load {r['load']})")
+            print(
+                f"  stats={on} {n:,} rows: {r['wall_s']:.2f} s, {r['cpu_s']:.2f} CPU-s "
+                f"(load {r['load']})"
+            )
             best = runs[on].get(label)
             if best is None or r["wall_s"] < best["wall_s"]:
                 runs[on][label] = r
     out = {}
     for on in (True, False):
-        rate = steady(runs[on]["small"], runs[on]["large"], args.small_rows, args.rows)
-        out[f"stats={on}"] = {"steady_rows_s": rate, "large_wall_s": runs[on]["large"]["wall_s"]}
+        small, large = runs[on]["small"], runs[on]["large"]
+        rate = steady(small, large, args.small_rows, args.rows)
+        cpu = (large["cpu_s"] - small["cpu_s"]) / (args.rows - args.small_rows) * 1e6
+        out[f"stats={on}"] = {
+            "steady_rows_s": rate,
+            "large_wall_s": large["wall_s"],
+            "steady_cpu_us_row": cpu,
+        }
     return out
 
 
@@ -103,7 +111,7 @@ def main() -> None:
         r = in_process(args.table, args.rows, args.batch_rows, args.repeat)
         print(
             f"in process, one core: encode_table {r['encode_s']:.2f} CPU-s, "
-            f"batch_statistics {r['stats_s']:.2f} CPU-s: statistics = {r['ratio']:.1%} of encoding"
+            f"statistics {r['stats_s']:.2f} CPU-s: statistics = {r['ratio']:.1%} of encoding"
         )
     if "e2e" in sections:
         with tempfile.TemporaryDirectory() as tmp:
@@ -112,10 +120,17 @@ def main() -> None:
         for name, entry in r.items():
             rate = entry["steady_rows_s"]
             print(
-                f"job {name}: steady {rate:,.0f} rows/s" if rate else f"job {name}: no steady rate"
+                f"job {name}: steady {rate:,.0f} rows/s" if rate else f"job {name}: no steady rate",
+                f"({entry['steady_cpu_us_row']:.3f} CPU-µs a row)",
             )
         if on and off:
             print(f"job steady rows/s, stats on / off: {on / off:.3f} (cost {1 - on / off:.1%})")
+        cpu_on, cpu_off = (
+            r["stats=True"]["steady_cpu_us_row"],
+            r["stats=False"]["steady_cpu_us_row"],
+        )
+        if cpu_on > 0 and cpu_off > 0:
+            print(f"job steady CPU a row, off / on: {cpu_off / cpu_on:.3f}")
     print(f"load at the end {load_avg()}")
 
 

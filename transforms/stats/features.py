@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
-from transforms.hashing import hash_bytes, hash_column
+from transforms.hashing import hash_bytes
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
     HyperLogLog,
@@ -32,6 +32,7 @@ from transforms.stats.sketches import (
     mix64,
     position_priorities,
 )
+from transforms.stats.values import count_values
 
 __all__ = [
     "SAMPLE_SIZE",
@@ -236,27 +237,14 @@ def _add_strings(stats: FeatureStats, leaf: pa.Array) -> None:
         return
     if pa.types.is_decimal(leaf.type):
         leaf = decimal_text(leaf)
-    if len(leaf):
-        lengths = pc.binary_length(leaf)
-        stats.length_sum = int(pc.sum(lengths).as_py() or 0)
-        extremes = pc.min_max(lengths)
-        stats.min_length = extremes["min"].as_py()
-        stats.max_length = extremes["max"].as_py()
+    counted = count_values(leaf)  # the distinct values, their counts and hashes, the lengths
+    stats.length_sum = counted.length_sum
+    stats.min_length, stats.max_length = counted.min_length, counted.max_length
     stats.distinct = HyperLogLog()
-    if stats.kind == "string":  # the batch's distinct values and their counts, hashed once
-        counted = pc.value_counts(leaf)
-        values = counted.field("values")
-        if values.null_count:
-            keep = values.is_valid()
-            counted = pa.StructArray.from_arrays(
-                [values.filter(keep), counted.field("counts").filter(keep)], ["values", "counts"]
-            )
-        hashes = hash_column(counted.field("values"))
+    stats.distinct.add_hashes(counted.hashes)
+    if stats.kind == "string":
         stats.top = TopK(TOP_CAPACITY)
-        stats.top.add_counted(counted, hashes)
-        stats.distinct.add_hashes(hashes)
-    else:
-        stats.distinct.add_values(pc.unique(leaf))
+        stats.top.add(counted.values, counted.counts, counted.hashes)
 
 
 def _fixed_count(spec: FeatureSpec) -> int | None:

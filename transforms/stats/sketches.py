@@ -119,23 +119,28 @@ class Sample:
 
     k: int
     values: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.float64))
-    priorities: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.uint64))
+    priorities: np.ndarray = dataclasses.field(  # in increasing order, `values` with them
+        default_factory=lambda: np.empty(0, np.uint64)
+    )
 
     def add(self, values: np.ndarray, priorities: np.ndarray) -> None:
         """Add values (any numbers) with their priorities (uint64)."""
-        if len(self.values) >= self.k:  # full: only priorities under its largest can enter
-            keep = priorities < self.priorities.max()
+        values = np.asarray(values, np.float64)
+        priorities = np.asarray(priorities, np.uint64)
+        if len(self.priorities) >= self.k:  # full: only priorities under its largest can enter
+            keep = priorities < self.priorities[-1]
             values, priorities = values[keep], priorities[keep]
         if len(values) == 0:
             return
         if len(values) > self.k:
             keep = smallest(priorities, self.k)
             values, priorities = values[keep], priorities[keep]
-        values = np.concatenate([self.values, np.asarray(values, np.float64)])
-        priorities = np.concatenate([self.priorities, np.asarray(priorities, np.uint64)])
-        if len(values) > self.k:
-            keep = smallest(priorities, self.k)
-            values, priorities = values[keep], priorities[keep]
+        order = np.argsort(priorities)
+        values, priorities = values[order], priorities[order]
+        if len(self.priorities):  # both in order of priority: insert the new ones
+            at = np.searchsorted(self.priorities, priorities)
+            values = np.insert(self.values, at, values)[: self.k]
+            priorities = np.insert(self.priorities, at, priorities)[: self.k]
         self.values, self.priorities = values, priorities
 
     def merge(self, other: Sample) -> None:
@@ -146,7 +151,7 @@ class Sample:
         while the sample is not full: any value enters."""
         if len(self.priorities) < self.k:
             return None
-        return int(self.priorities.max())
+        return int(self.priorities[-1])
 
     def quantiles(self, qs: np.ndarray) -> np.ndarray:
         """The sample's quantiles at `qs` (in [0, 1]); empty when the sample is."""
@@ -267,14 +272,15 @@ class TopK:
             values, counts = values.filter(keep), counts.filter(keep)
         if hashes is None:
             hashes = hash_column(values)
-        self._add(values, counts.to_numpy().astype(np.int64), hashes)
+        self.add(values, counts.to_numpy().astype(np.int64), hashes)
 
     def merge(self, other: TopK) -> None:
         if other.values is not None:
-            self._add(other.values, other.counts, other.hashes)
+            self.add(other.values, other.counts, other.hashes)
         self.exact = self.exact and other.exact
 
-    def _add(self, values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> None:
+    def add(self, values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> None:
+        """Add distinct values with their counts and `hash_column` hashes."""
         if self.values is not None and len(self.values):
             values = pa.concat_arrays([self.values.cast(values.type), values])
             counts = np.concatenate([self.counts, counts])
