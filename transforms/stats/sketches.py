@@ -113,6 +113,25 @@ def smallest(priorities: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(priorities, k - 1)[:k]
 
 
+@njit(cache=True)
+def _merge_smallest(
+    p1: np.ndarray, v1: np.ndarray, p2: np.ndarray, v2: np.ndarray, k: int
+) -> tuple:  # pragma: no cover
+    """The first `k` of two runs sorted by priority, merged (priorities, values)."""
+    n = min(k, len(p1) + len(p2))
+    priorities = np.empty(n, np.uint64)
+    values = np.empty(n, np.float64)
+    i = j = 0
+    for out in range(n):
+        if j >= len(p2) or (i < len(p1) and p1[i] <= p2[j]):
+            priorities[out], values[out] = p1[i], v1[i]
+            i += 1
+        else:
+            priorities[out], values[out] = p2[j], v2[j]
+            j += 1
+    return priorities, values
+
+
 @dataclasses.dataclass
 class Sample:
     """A bottom-k sample of numbers (see the module docstring)."""
@@ -137,10 +156,10 @@ class Sample:
             values, priorities = values[keep], priorities[keep]
         order = np.argsort(priorities)
         values, priorities = values[order], priorities[order]
-        if len(self.priorities):  # both in order of priority: insert the new ones
-            at = np.searchsorted(self.priorities, priorities)
-            values = np.insert(self.values, at, values)[: self.k]
-            priorities = np.insert(self.priorities, at, priorities)[: self.k]
+        if len(self.priorities):  # both in order of priority: merged, the k smallest kept
+            priorities, values = _merge_smallest(
+                self.priorities, self.values, priorities, values, self.k
+            )
         self.values, self.priorities = values, priorities
 
     def merge(self, other: Sample) -> None:
