@@ -29,7 +29,7 @@ from transforms.stats.sketches import (
     Sample,
     TopK,
     fixed_priorities,
-    mix64,
+    keyed_mix,
     position_priorities,
 )
 from transforms.stats.values import count_values
@@ -170,8 +170,7 @@ class SplitStats:
 
 def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
     """A uint64 key per row from its source file and row number: the sample's priorities."""
-    base = np.uint64(hash_bytes(source.encode("utf-8")))
-    return mix64(mix64(np.asarray(rows, np.int64).astype(np.uint64)) ^ base)
+    return keyed_mix(np.asarray(rows, np.int64), hash_bytes(source.encode("utf-8")))
 
 
 def _is_list(t: pa.DataType) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "Sample",
     "TopK",
     "fixed_priorities",
+    "keyed_mix",
     "mix64",
     "position_priorities",
     "smallest",
@@ -49,6 +50,28 @@ def mix64(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> _S33)
     h = h * _M2
     return h ^ (h >> _S33)
+
+
+@njit(cache=True)
+def _fmix(h: np.uint64) -> np.uint64:  # pragma: no cover
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    return h ^ (h >> _S33)
+
+
+@njit(cache=True)
+def _keyed_mix(rows: np.ndarray, base: np.uint64) -> np.ndarray:  # pragma: no cover
+    out = np.empty(len(rows), np.uint64)
+    for i in range(len(rows)):
+        out[i] = _fmix(_fmix(np.uint64(rows[i])) ^ base)
+    return out
+
+
+def keyed_mix(rows: np.ndarray, base: int) -> np.ndarray:
+    """`mix64(mix64(rows) ^ base)` in one compiled pass (rows: int64, as uint64 bits)."""
+    return _keyed_mix(np.ascontiguousarray(rows, np.int64), np.uint64(base))
 
 
 def position_priorities(row_keys: np.ndarray, element_rows: np.ndarray) -> np.ndarray:
@@ -241,6 +264,11 @@ class HyperLogLog:
     def _add_mixed(self, mixed: np.ndarray) -> None:
         """Add hashes that are already mixed (kept by an exact sketch)."""
         if self.hashes is not None:
+            if len(self.hashes):  # only hashes not yet kept (found by a binary search)
+                at = np.minimum(np.searchsorted(self.hashes, mixed), len(self.hashes) - 1)
+                mixed = mixed[self.hashes[at] != mixed]
+                if len(mixed) == 0:
+                    return
             self.hashes = np.union1d(self.hashes, mixed)
             if len(self.hashes) <= self.exact_limit:
                 return
@@ -274,8 +302,8 @@ class TopK:
     values: pa.Array | None = None
     counts: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.int64))
     exact: bool = True  # no counter was ever cut
-    hashes: np.ndarray = dataclasses.field(  # hash_column(values): how values are told apart
-        default_factory=lambda: np.empty(0, np.uint64)
+    hashes: np.ndarray = dataclasses.field(  # hash_column(values), increasing: how values
+        default_factory=lambda: np.empty(0, np.uint64)  # are told apart
     )
 
     def add_values(self, values: pa.Array) -> None:
@@ -299,21 +327,32 @@ class TopK:
         self.exact = self.exact and other.exact
 
     def add(self, values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> None:
-        """Add distinct values with their counts and `hash_column` hashes."""
+        """Add distinct values with their counts and `hash_column` hashes. The counters are
+        kept in order of hash: a value already counted is found by a binary search, and only
+        new values are appended."""
+        counts = np.asarray(counts, np.int64)
         if self.values is not None and len(self.values):
-            values = pa.concat_arrays([self.values.cast(values.type), values])
-            counts = np.concatenate([self.counts, counts])
-            hashes = np.concatenate([self.hashes, hashes])
-            # the same value in both: summed (values told apart by their 64-bit hash)
-            unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-            if len(first) < len(values):
-                counts = np.bincount(inverse, weights=counts).astype(np.int64)
-                values, hashes = values.take(pa.array(first)), unique
+            at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+            found = self.hashes[at] == hashes  # the same value: summed
+            mine = self.counts.copy()
+            mine[at[found]] += counts[found]
+            if found.all():
+                values, counts, hashes = self.values, mine, self.hashes
+            else:
+                new = ~found
+                values = pa.concat_arrays(
+                    [self.values.cast(values.type), values.filter(pa.array(new))]
+                )
+                counts = np.concatenate([mine, counts[new]])
+                hashes = np.concatenate([self.hashes, hashes[new]])
+        if len(hashes) and not (hashes[1:] > hashes[:-1]).all():
+            order = np.argsort(hashes)
+            values, counts, hashes = values.take(pa.array(order)), counts[order], hashes[order]
         if len(counts) > self.capacity:
             order = np.argsort(-counts, kind="stable")
             cut = counts[order[self.capacity]]  # the (capacity+1)-th largest count
             keep = order[: self.capacity]
-            keep = keep[counts[keep] > cut]
+            keep = np.sort(keep[counts[keep] > cut])
             values, counts = values.take(pa.array(keep)), counts[keep] - cut
             hashes = hashes[keep]
             self.exact = False
