@@ -199,7 +199,9 @@ def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
     if spec.encoding == "float64_bytes":
         return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
     if spec.kind == FLOAT:
-        return pc.cast(leaf, pa.float32(), safe=False).to_numpy(zero_copy_only=False)
+        if leaf.type != pa.float32():
+            leaf = pc.cast(leaf, pa.float32(), safe=False)
+        return leaf.to_numpy(zero_copy_only=False)
     return int64_values(leaf)
 
 

@@ -1,10 +1,10 @@
 """The exact statistics of a batch's numbers: NaNs, zeros, min, max, infinities, mean and the
 sum of squared deviations (over the finite numbers).
 
-Most batches hold neither NaN nor an infinity: numpy's min and max (vectorised; NaN spreads to
-them) find that out, and two compiled passes that the compiler vectorises (sums reassociated)
-give the rest. A batch with a NaN or an infinity takes the compiled passes that check each
-value.
+Integers take two compiled passes that the compiler vectorises (sums reassociated). Most
+batches of floats hold neither NaN nor an infinity: numpy's min and max (vectorised; NaN spreads
+to them) find that out, and two such passes give the rest. A batch with a NaN or an infinity
+takes the compiled passes that check each value.
 """
 
 from __future__ import annotations
@@ -35,6 +35,27 @@ def _finite_moments(values: np.ndarray) -> tuple:  # pragma: no cover
         d = np.float64(values[i]) - mean
         m2 += d * d
     return zeros, mean, m2
+
+
+@njit(cache=True, fastmath=_REASSOC)
+def _int_moments(values: np.ndarray) -> tuple:  # pragma: no cover
+    """(zeros, min, max, mean, sum of squared deviations) of integers, in two passes."""
+    n = len(values)
+    zeros = 0
+    total = 0.0
+    low = high = values[0]
+    for i in range(n):
+        v = values[i]
+        total += np.float64(v)
+        zeros += np.int64(v == 0)
+        low = v if v < low else low
+        high = v if v > high else high
+    mean = total / n
+    m2 = 0.0
+    for i in range(n):
+        d = np.float64(values[i]) - mean
+        m2 += d * d
+    return zeros, low, high, mean, m2
 
 
 @njit(cache=True)
@@ -75,6 +96,9 @@ def moments(values: np.ndarray) -> tuple[int, int, int, float, float, int, int, 
     finite numbers, their sum of squared deviations from it) of an int64, float32 or float64
     array."""
     values = np.ascontiguousarray(values)
+    if len(values) and values.dtype.kind in "iu":  # integers: neither NaN nor infinities
+        zeros, low, high, mean, m2 = _int_moments(values)
+        return 0, zeros, len(values), float(low), float(high), 0, 0, mean, m2
     if len(values):
         low, high = float(values.min()), float(values.max())
         if math.isfinite(low) and math.isfinite(high):  # no NaN, no infinity

@@ -136,64 +136,68 @@ def smallest(priorities: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(priorities, k - 1)[:k]
 
 
-@njit(cache=True)
-def _merge_smallest(
-    p1: np.ndarray, v1: np.ndarray, p2: np.ndarray, v2: np.ndarray, k: int
-) -> tuple:  # pragma: no cover
-    """The first `k` of two runs sorted by priority, merged (priorities, values)."""
-    n = min(k, len(p1) + len(p2))
-    priorities = np.empty(n, np.uint64)
-    values = np.empty(n, np.float64)
-    i = j = 0
-    for out in range(n):
-        if j >= len(p2) or (i < len(p1) and p1[i] <= p2[j]):
-            priorities[out], values[out] = p1[i], v1[i]
-            i += 1
-        else:
-            priorities[out], values[out] = p2[j], v2[j]
-            j += 1
-    return priorities, values
-
-
-@dataclasses.dataclass
 class Sample:
-    """A bottom-k sample of numbers (see the module docstring)."""
+    """A bottom-k sample of numbers (see the module docstring).
 
-    k: int
-    values: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, np.float64))
-    priorities: np.ndarray = dataclasses.field(  # in increasing order, `values` with them
-        default_factory=lambda: np.empty(0, np.uint64)
-    )
+    Values offered are first checked against the bound (the largest priority kept, once k
+    are) and put aside; once k are aside, they and the kept ones are cut to the k smallest.
+    `values` and `priorities` (in no particular order) cut first: reading them is exact."""
+
+    def __init__(
+        self, k: int, values: np.ndarray | None = None, priorities: np.ndarray | None = None
+    ) -> None:
+        self.k = k
+        self._values = np.empty(0, np.float64) if values is None else values
+        self._priorities = np.empty(0, np.uint64) if priorities is None else priorities
+        self._aside: list[tuple[np.ndarray, np.ndarray]] = []
+        self._aside_count = 0
+        self._bound: int | None = None
+
+    @property
+    def values(self) -> np.ndarray:
+        self._cut()
+        return self._values
+
+    @property
+    def priorities(self) -> np.ndarray:
+        self._cut()
+        return self._priorities
 
     def add(self, values: np.ndarray, priorities: np.ndarray) -> None:
         """Add values (any numbers) with their priorities (uint64)."""
         values = np.asarray(values, np.float64)
         priorities = np.asarray(priorities, np.uint64)
-        if len(self.priorities) >= self.k:  # full: only priorities under its largest can enter
-            keep = priorities < self.priorities[-1]
+        if self._bound is not None:  # full: only priorities under its largest can enter
+            keep = priorities < np.uint64(self._bound)
             values, priorities = values[keep], priorities[keep]
         if len(values) == 0:
             return
+        self._aside.append((values, priorities))
+        self._aside_count += len(values)
+        if self._aside_count >= self.k:
+            self._cut()
+
+    def _cut(self) -> None:
+        """Keep the k smallest priorities of the kept values and those put aside."""
+        if not self._aside:
+            return
+        values = np.concatenate([self._values, *(v for v, _ in self._aside)])
+        priorities = np.concatenate([self._priorities, *(p for _, p in self._aside)])
+        self._aside, self._aside_count = [], 0
         if len(values) > self.k:
             keep = smallest(priorities, self.k)
             values, priorities = values[keep], priorities[keep]
-        order = np.argsort(priorities)
-        values, priorities = values[order], priorities[order]
-        if len(self.priorities):  # both in order of priority: merged, the k smallest kept
-            priorities, values = _merge_smallest(
-                self.priorities, self.values, priorities, values, self.k
-            )
-        self.values, self.priorities = values, priorities
+        self._values, self._priorities = values, priorities
+        if len(priorities) >= self.k:
+            self._bound = int(priorities.max())
 
     def merge(self, other: Sample) -> None:
         self.add(other.values, other.priorities)
 
     def bound(self) -> int | None:
-        """The priority a value must be under to enter (the largest kept, once full); None
-        while the sample is not full: any value enters."""
-        if len(self.priorities) < self.k:
-            return None
-        return int(self.priorities[-1])
+        """A priority a value must be under to enter (the largest kept when last cut, once
+        k are kept); None while fewer are: any value enters."""
+        return self._bound
 
     def quantiles(self, qs: np.ndarray) -> np.ndarray:
         """The sample's quantiles at `qs` (in [0, 1]); empty when the sample is."""
