@@ -4,8 +4,10 @@
 does (transforms/encode/columns.py: struct nulls carried down, `null_policy: default` filled,
 values converted to what the records hold: float32 for float features, int64 for ints, dates
 and timestamps, decimal text for decimals) and returns a `SplitStats`; `merge` adds another.
-Everything is computed on the whole batch with pyarrow.compute and numpy; the sketches are in
-sketches.py. A feature a row does not have (a null under `null_policy: omit`) is missing; an
+`SplitStats.add` adds a batch to a split's statistics with less work: only the values whose
+priority is under a full sample's bound are taken into it (the result is the same).
+Everything is computed on the whole batch with pyarrow.compute, numpy and compiled passes
+(moments.py, values.py); the sketches are in sketches.py. A feature a row does not have (a null under `null_policy: omit`) is missing; an
 empty list is present with no values; NaN values are counted apart and left out of min, max,
 mean, std and the quantiles.
 """
