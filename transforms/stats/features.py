@@ -7,9 +7,9 @@ and timestamps, decimal text for decimals) and returns a `SplitStats`; `merge` a
 `SplitStats.add` adds a batch to a split's statistics with less work: only the values whose
 priority is under a full sample's bound are taken into it (the result is the same).
 Everything is computed on the whole batch with pyarrow.compute, numpy and compiled passes
-(moments.py, values.py); the sketches are in sketches.py. A feature a row does not have (a null under `null_policy: omit`) is missing; an
-empty list is present with no values; NaN values are counted apart and left out of min, max,
-mean, std and the quantiles.
+(moments.py, values.py); the sketches are in sketches.py. A feature a row does not have (a
+null under `null_policy: omit`) is missing; an empty list is present with no values; NaN values
+are counted apart and left out of min, max, mean, std and the quantiles.
 """
 
 from __future__ import annotations
@@ -114,20 +114,42 @@ class FeatureStats:
                     setattr(self, name, theirs)
                 else:
                     mine.merge(theirs)
-        mine, theirs = self.finite_count, other.finite_count
-        if theirs:
-            delta = other.mean - self.mean
-            self.mean += delta * theirs / (mine + theirs)
-            self.m2 += other.m2 + delta * delta * mine * theirs / (mine + theirs)
-        self.count += other.count
-        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
-        self.zeros += other.zeros
-        self.nans += other.nans
-        self.infinities = (
-            self.infinities[0] + other.infinities[0],
-            self.infinities[1] + other.infinities[1],
+        self.add_moments(
+            other.nans,
+            other.zeros,
+            other.count,
+            other.min,
+            other.max,
+            *other.infinities,
+            other.mean,
+            other.m2,
         )
         self.length_sum += other.length_sum
+
+    def add_moments(
+        self,
+        nans: int,
+        zeros: int,
+        count: int,
+        low: float,
+        high: float,
+        negative: int,
+        positive: int,
+        mean: float,
+        m2: float,
+    ) -> None:
+        """Add the numbers' statistics of other rows (what `moments` gives)."""
+        mine, theirs = self.finite_count, count - negative - positive
+        if theirs:
+            delta = mean - self.mean
+            self.mean += delta * theirs / (mine + theirs)
+            self.m2 += m2 + delta * delta * mine * theirs / (mine + theirs)
+        self.count += count
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        self.zeros += zeros
+        self.nans += nans
+        if negative or positive:
+            self.infinities = (self.infinities[0] + negative, self.infinities[1] + positive)
 
 
 def _least(a: int | None, b: int | None, pick) -> int | None:  # noqa: ANN001
@@ -235,6 +257,39 @@ def _add_numbers(
     stats.sample.add(values, priorities)
 
 
+def _add_every_row_numbers(
+    into: FeatureStats,
+    arr: pa.Array,
+    spec: FeatureSpec,
+    keys: np.ndarray,
+    shared: dict[int | None, np.ndarray | None] | None,
+) -> None:
+    """Add a batch of a numeric feature with one value in every row to `into`, which has a
+    sample: what `feature_statistics` does, without a batch accumulator to merge."""
+    values = _numbers(spec, arr)
+    stats = moments(values)
+    into.add_moments(*stats)
+    n = len(values)
+    into.present += n
+    into.values += n
+    if n:
+        into.min_values = into.max_values = 1
+    bound = into.sample.bound()
+    if shared is None:
+        candidates = _below(keys, bound)
+    else:
+        if bound not in shared:
+            shared[bound] = _below(keys, bound)
+        candidates = shared[bound]
+    priorities = keys
+    if candidates is not None:
+        values, priorities = values[candidates], keys[candidates]
+    if stats[0]:  # NaNs: left out of the sample
+        keep = ~np.isnan(values)
+        values, priorities = values[keep], priorities[keep]
+    into.sample.add(values, priorities)
+
+
 def _add_strings(stats: FeatureStats, leaf: pa.Array) -> None:
     if pa.types.is_null(leaf.type):
         return
@@ -273,10 +328,13 @@ def feature_statistics(
     (`row_keys`). Only values whose priority is under the bound of `into`'s sample are taken
     into it (a full sample would drop the others); `shared`: {bound: the rows whose key is
     under it}, kept across the features of the batch that every row has."""
-    part = FeatureStats(stats_kind(spec))
-    into = FeatureStats(part.kind) if into is None else into
     if spec.null_policy == "default" and arr.null_count:
         arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    if into is not None and into.sample is not None and spec.shape == () and not arr.null_count:
+        _add_every_row_numbers(into, arr, spec, keys, shared)  # the common case, directly
+        return into
+    part = FeatureStats(stats_kind(spec))
+    into = FeatureStats(part.kind) if into is None else into
     n = len(arr)
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
     part.present = n if valid is None else int(np.count_nonzero(valid))
