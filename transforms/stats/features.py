@@ -290,7 +290,9 @@ def _add_every_row_numbers(
     into.sample.add(values, priorities)
 
 
-def _add_strings(stats: FeatureStats, leaf: pa.Array) -> None:
+def _add_strings(stats: FeatureStats, leaf: pa.Array, into: FeatureStats) -> None:
+    """The batch's counters into `stats`; its distinct values straight into the sketches of
+    `into` when it has them (else new ones in `stats`)."""
     if pa.types.is_null(leaf.type):
         return
     if pa.types.is_decimal(leaf.type):
@@ -298,11 +300,15 @@ def _add_strings(stats: FeatureStats, leaf: pa.Array) -> None:
     counted = count_values(leaf)  # the distinct values, their counts and hashes, the lengths
     stats.length_sum = counted.length_sum
     stats.min_length, stats.max_length = counted.min_length, counted.max_length
-    stats.distinct = HyperLogLog()
-    stats.distinct.add_hashes(counted.hashes)
+    if into.distinct is None:
+        stats.distinct = HyperLogLog()
+    distinct = stats.distinct if into.distinct is None else into.distinct
+    distinct.add_hashes(counted.hashes)
     if stats.kind == "string":
-        stats.top = TopK(TOP_CAPACITY)
-        stats.top.add(counted.values, counted.counts, counted.hashes)
+        if into.top is None:
+            stats.top = TopK(TOP_CAPACITY)
+        top = stats.top if into.top is None else into.top
+        top.add(counted.values, counted.counts, counted.hashes)
 
 
 def _fixed_count(spec: FeatureSpec) -> int | None:
@@ -379,7 +385,7 @@ def feature_statistics(
     if part.kind == "numeric":
         _add_numbers(part, _numbers(spec, leaf), priorities, candidates)
     else:
-        _add_strings(part, leaf)
+        _add_strings(part, leaf, into)
     into.merge(part)
     return into
 
