@@ -24,15 +24,14 @@ import pyarrow.compute as pc
 
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
-from transforms.hashing import hash_bytes
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
     HyperLogLog,
     Sample,
     TopK,
     fixed_priorities,
-    keyed_mix,
     position_priorities,
+    row_keys,
 )
 from transforms.stats.values import count_values
 
@@ -192,11 +191,6 @@ class SplitStats:
         return self
 
 
-def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
-    """A uint64 key per row from its source file and row number: the sample's priorities."""
-    return keyed_mix(np.asarray(rows, np.int64), hash_bytes(source.encode("utf-8")))
-
-
 def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
@@ -232,6 +226,17 @@ def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
 def _below(priorities: np.ndarray, bound: int | None) -> np.ndarray | None:
     """The indices of the priorities under `bound` (None: all of them)."""
     return None if bound is None else np.flatnonzero(priorities < np.uint64(bound))
+
+
+def _rows_below(
+    keys: np.ndarray, bound: int | None, shared: dict[int | None, np.ndarray | None] | None
+) -> np.ndarray | None:
+    """`_below(keys, bound)`, kept in `shared` for the batch's other features."""
+    if shared is None:
+        return _below(keys, bound)
+    if bound not in shared:
+        shared[bound] = _below(keys, bound)
+    return shared[bound]
 
 
 def _add_numbers(
@@ -274,13 +279,7 @@ def _add_every_row_numbers(
     into.values += n
     if n:
         into.min_values = into.max_values = 1
-    bound = into.sample.bound()
-    if shared is None:
-        candidates = _below(keys, bound)
-    else:
-        if bound not in shared:
-            shared[bound] = _below(keys, bound)
-        candidates = shared[bound]
+    candidates = _rows_below(keys, into.sample.bound(), shared)
     priorities = keys
     if candidates is not None:
         values, priorities = values[candidates], keys[candidates]
@@ -318,10 +317,6 @@ def _fixed_count(spec: FeatureSpec) -> int | None:
     return math.prod(spec.shape)
 
 
-def _bound(sketch: Sample | None) -> int | None:
-    return None if sketch is None else sketch.bound()
-
-
 def feature_statistics(
     arr: pa.Array,
     spec: FeatureSpec,
@@ -347,13 +342,11 @@ def feature_statistics(
     part.missing = n - part.present
     present_keys = keys if valid is None else keys[valid]
     fixed = _fixed_count(spec)
-    bound = _bound(into.sample)
+    bound = None if into.sample is None else into.sample.bound()
     if spec.shape == ():  # one value per present row
         leaf = arr if valid is None else arr.filter(pa.array(valid))
-        if valid is None and shared is not None:
-            if bound not in shared:
-                shared[bound] = _below(keys, bound)
-            candidates = shared[bound]
+        if valid is None:
+            candidates = _rows_below(keys, bound, shared)
         else:
             candidates = _below(present_keys, bound)
         priorities = present_keys if candidates is None else present_keys[candidates]
@@ -370,8 +363,8 @@ def feature_statistics(
             counts = np.bincount(element_rows, minlength=n)
             if valid is not None:
                 counts = counts[valid]
-            counts_bound = _bound(into.value_counts)
-            chosen = _below(present_keys, counts_bound)
+            sample = into.value_counts
+            chosen = _below(present_keys, None if sample is None else sample.bound())
             part.value_counts = Sample(SAMPLE_SIZE)
             if chosen is None:
                 part.value_counts.add(counts, present_keys)

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from transforms.hashing import hash_column
+from transforms.hashing import hash_bytes, hash_column
 
 __all__ = [
     "GOLDEN",
@@ -33,6 +33,7 @@ __all__ = [
     "keyed_mix",
     "mix64",
     "position_priorities",
+    "row_keys",
     "smallest",
 ]
 
@@ -72,6 +73,11 @@ def _keyed_mix(rows: np.ndarray, base: np.uint64) -> np.ndarray:  # pragma: no c
 def keyed_mix(rows: np.ndarray, base: int) -> np.ndarray:
     """`mix64(mix64(rows) ^ base)` in one compiled pass (rows: int64, as uint64 bits)."""
     return _keyed_mix(np.ascontiguousarray(rows, np.int64), np.uint64(base))
+
+
+def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
+    """A uint64 key per row from its source file and row number: the sample's priorities."""
+    return keyed_mix(np.asarray(rows, np.int64), hash_bytes(source.encode("utf-8")))
 
 
 def position_priorities(row_keys: np.ndarray, element_rows: np.ndarray) -> np.ndarray:
