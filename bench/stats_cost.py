@@ -7,6 +7,8 @@
    `--rows` (runs interleaved: on, off, off, on, so a change of load hits both alike): the
    steady rows/s of each (row difference over wall-time difference) and their ratio, and the
    steady CPU time per row of each (the job's process tree; less moved by other load).
+3. `--sections features`: in process, the steady CPU time per row of each feature's statistics
+   (the batches after the first fifth, added to the split's accumulator), and of the row keys.
 
     python bench/stats_cost.py --rows 300000 --table basic
 """
@@ -16,17 +18,21 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
 from measure import load_avg, measure, steady, timed
 from tables import TABLES, make_table, write_parquet
 
 from transforms.batch import TableBatch
+from transforms.encode.columns import leaf_array
 from transforms.encode.records import encode_table
 from transforms.encode.schema import plan_features
 from transforms.stats.accumulator import StatisticsAccumulator
+from transforms.stats.features import SplitStats, feature_statistics, row_keys
 
 
 def in_process(table_kind: str, rows: int, batch_rows: int, repeat: int) -> dict[str, float]:
@@ -47,6 +53,34 @@ def in_process(table_kind: str, rows: int, batch_rows: int, repeat: int) -> dict
     stats()
     enc, st = timed(encode, repeat), timed(stats, repeat)
     return {"encode_s": enc["cpu_s"], "stats_s": st["cpu_s"], "ratio": st["cpu_s"] / enc["cpu_s"]}
+
+
+def per_feature(table_kind: str, rows: int, batch_rows: int) -> dict[str, float]:
+    """Steady CPU µs per row of each feature's statistics (the batches after the first fifth,
+    added to the accumulator the first fifth filled), and of the row keys."""
+    table = make_table(table_kind, rows)
+    specs = plan_features(table.schema)
+    starts = list(range(0, rows, batch_rows))
+    warm = max(1, len(starts) // 5)
+    stats = SplitStats()
+    for start in starts[:warm]:
+        batch = table.slice(start, batch_rows)
+        stats.add(batch, specs, "bench.parquet", np.arange(start, start + batch.num_rows))
+    steady_rows = rows - starts[warm]
+    out: dict[str, float] = {}
+    c = time.process_time()
+    for start in starts[warm:]:
+        row_keys("bench.parquet", np.arange(start, min(start + batch_rows, rows)))
+    out["row keys"] = (time.process_time() - c) / steady_rows * 1e6
+    for spec in specs:
+        into = stats.features[spec.name]
+        c = time.process_time()
+        for start in starts[warm:]:
+            batch = table.slice(start, batch_rows)
+            keys = row_keys("bench.parquet", np.arange(start, start + batch.num_rows))
+            into = feature_statistics(leaf_array(batch, spec.path), spec, keys, into, {})
+        out[spec.name] = (time.process_time() - c) / steady_rows * 1e6 - out["row keys"]
+    return out
 
 
 def _job(source: Path, out: Path, stats: bool) -> list[str]:
@@ -102,7 +136,7 @@ def main() -> None:
     parser.add_argument("--table", default="basic", choices=TABLES)
     parser.add_argument("--batch-rows", type=int, default=32_768)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--sections", default="process,e2e")
+    parser.add_argument("--sections", default="process,e2e", help="any of process,features,e2e")
     args = parser.parse_args()
     args.small_rows = args.small_rows or args.rows // 5
     sections = args.sections.split(",")
@@ -113,6 +147,11 @@ def main() -> None:
             f"in process, one core: encode_table {r['encode_s']:.2f} CPU-s, "
             f"statistics {r['stats_s']:.2f} CPU-s: statistics = {r['ratio']:.1%} of encoding"
         )
+    if "features" in sections:
+        parts = per_feature(args.table, args.rows, args.batch_rows)
+        print(f"in process, steady CPU µs a row: total {sum(parts.values()):.3f}")
+        for name, us in sorted(parts.items(), key=lambda item: -item[1]):
+            print(f"  {name:12s} {us:.4f}")
     if "e2e" in sections:
         with tempfile.TemporaryDirectory() as tmp:
             r = end_to_end(args, Path(tmp))
