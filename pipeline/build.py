@@ -20,7 +20,7 @@ from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.read.beam import ReadTable
 from transforms.sequence.beam import EncodeSequences
 from transforms.split.beam import AssignSplits, KeepSplit
-from transforms.stats.beam import ComputeStatistics, WriteStatistics
+from transforms.stats.beam import MergeStatistics, WriteStatistics
 from transforms.write.beam import WriteShards
 from transforms.write.layout import shard_prefix, shard_suffix
 
@@ -80,14 +80,15 @@ def build_pipeline(
         )
     else:
         encoded = batches | "EncodeExamples" >> EncodeExamples(
-            conversion, tables=config.stats and plan.sequence is None
+            conversion, statistics=config.stats and plan.sequence is None
         )
-    # records (or one output per split): EncodedBatch; stats: BatchStats; tables (with stats)
+    # records (or one output per split): EncodedBatch; stats: BatchStats; statistics (with
+    # --stats): (split, SplitStats) per bundle
     statistics = {}  # side input of WriteManifest: {split: statistics file}
     if config.stats and plan.sequence is None:  # Examples only (docs/statistics-and-schema.md)
-        split_stats = encoded.tables | "ComputeStatistics" >> ComputeStatistics(
-            plan.specs
-        )  # (split, SplitStats): (split, TableBatch) of the encoded rows, merged per split
+        split_stats = (
+            encoded.statistics | "MergeStatistics" >> MergeStatistics()
+        )  # (split, SplitStats): the encoder's per bundle, merged per split
         written = split_stats | "WriteStatistics" >> WriteStatistics(
             config.output, [name for name, _ in config.splits], plan.specs
         )  # one {split: path relative to the output}

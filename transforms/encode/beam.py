@@ -1,21 +1,26 @@
-"""`EncodeExamples`: TableBatch -> EncodedBatch per split, BatchStats, and the rows that cannot
-be encoded; `MergeStats` sums the stats for the manifest."""
+"""`EncodeExamples`: TableBatch -> EncodedBatch per split, BatchStats, the rows that cannot be
+encoded and, with `statistics`, each split's feature statistics per bundle; `MergeStats` sums the
+stats for the manifest."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.batch import TableBatch
 from transforms.convert import Conversion
 from transforms.deadletter import BAD_TAG, count_bad
 from transforms.encode.records import BatchStats
+from transforms.stats.accumulator import StatisticsAccumulator
 
-__all__ = ["STATS_TAG", "TABLES_TAG", "EncodeExamples", "MergeStats", "split_tag"]
+__all__ = ["STATISTICS_TAG", "STATS_TAG", "EncodeExamples", "MergeStats", "split_tag"]
 
 STATS_TAG = "stats"
-TABLES_TAG = "tables"
+STATISTICS_TAG = "statistics"
 
 
 class MergeStats(beam.CombineFn):
@@ -45,11 +50,18 @@ def split_tag(split: str) -> str:
 @beam.typehints.with_input_types(TableBatch)
 class _EncodeDoFn(beam.DoFn):
     """TableBatch -> EncodedBatch per split, BatchStats (tagged `stats`), bad rows (`bad`),
-    and with `tables`, (split, TableBatch) of the encoded rows (tagged `tables`)."""
+    and with `statistics`, at the end of each bundle (split, SplitStats) of the rows it encoded
+    (tagged `statistics`): accumulated here, batch by batch, so no batch crosses to another
+    step for them."""
 
-    def __init__(self, conversion: Conversion, tables: bool = False) -> None:
+    def __init__(self, conversion: Conversion, statistics: bool = False) -> None:
         self._conversion = conversion
-        self._tables = tables
+        self._statistics = statistics
+        self._accumulator: StatisticsAccumulator | None = None
+
+    def start_bundle(self) -> None:
+        if self._statistics:
+            self._accumulator = StatisticsAccumulator(self._conversion.specs)
 
     def process(self, batch: TableBatch) -> Iterator:
         encoded, bad = self._conversion.encode(batch)
@@ -68,30 +80,40 @@ class _EncodeDoFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(
             STATS_TAG, BatchStats(stats.rows, stats.nulls, encoded.split_rows(splits), stats.steps)
         )
-        if self._tables:
-            for part in encoded.batches_by_split(splits):
-                yield beam.pvalue.TaggedOutput(TABLES_TAG, part)
+        if self._accumulator is not None:
+            for name, part in encoded.batches_by_split(splits):
+                self._accumulator.add(name, part)
+
+    def finish_bundle(self) -> Iterator:
+        if self._accumulator is None:
+            return
+        accumulator, self._accumulator = self._accumulator, None
+        for item in accumulator.items():
+            yield beam.pvalue.TaggedOutput(
+                STATISTICS_TAG, WindowedValue(item, MIN_TIMESTAMP, [GlobalWindow()])
+            )
 
 
 @beam.typehints.with_input_types(TableBatch)
 class EncodeExamples(beam.PTransform):
     """TableBatch -> EncodedBatch (main output `records`; with several splits, one output per
     split, `split_tag(name)`), BatchStats (tagged `stats`) and the rows that cannot be encoded
-    (tagged `bad`, dead-letter dicts; the batch is encoded without them).
+    (tagged `bad`, dead-letter dicts; the batch is encoded without them); with `statistics`,
+    (split, SplitStats) per split and bundle (tagged `statistics`: merge them per split).
 
     The encoding and the split of each record are the conversion's encode stage
     (transforms/convert.py): a batch whose `split` is set goes to that split whole; otherwise
     each record goes to the split its key column (or its own bytes) hashes to.
     """
 
-    def __init__(self, conversion: Conversion, tables: bool = False) -> None:
+    def __init__(self, conversion: Conversion, statistics: bool = False) -> None:
         super().__init__()
         self._conversion = conversion
-        self._tables = tables
+        self._statistics = statistics
 
     def expand(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         splits = self._conversion.splits
         tags = [split_tag(name) for name, _ in splits] if len(splits) > 1 else []
         return batches | "Encode" >> beam.ParDo(
-            _EncodeDoFn(self._conversion, self._tables)
-        ).with_outputs(STATS_TAG, BAD_TAG, TABLES_TAG, *tags, main="records")
+            _EncodeDoFn(self._conversion, self._statistics)
+        ).with_outputs(STATS_TAG, BAD_TAG, STATISTICS_TAG, *tags, main="records")

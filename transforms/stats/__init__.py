@@ -1,7 +1,10 @@
 """Feature statistics computed as the job encodes, written as TF Metadata protos.
 
 - `sketches`: the mergeable sketches (a bottom-k sample for quantiles, HyperLogLog, top-k).
-- `features`: a batch's statistics per feature (`batch_statistics`), merged per split.
+- `moments`, `values`: a batch's numbers and strings, in compiled passes.
+- `features`: a batch's statistics per feature added to a split's (`SplitStats.add`,
+  `batch_statistics`), merged per split.
+- `accumulator`: `StatisticsAccumulator`, every split's statistics a batch at a time (no Beam).
 - `proto`: `DatasetFeatureStatisticsList` per split, `statistics/<split>/FeatureStats.pb`.
-- `beam`: `ComputeStatistics` and `WriteStatistics`.
+- `beam`: `MergeStatistics` and `WriteStatistics`.
 """

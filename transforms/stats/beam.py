@@ -1,22 +1,21 @@
-"""`ComputeStatistics`: the encoded rows of each split -> one `SplitStats` per split, merged by
-a CombineFn; `WriteStatistics`: one statistics file per split, written once."""
+"""`MergeStatistics`: (split, SplitStats) of the encoder's bundles -> one `SplitStats` per split,
+merged by a CombineFn; `WriteStatistics`: one statistics file per split, written once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import apache_beam as beam
 
-from transforms.batch import TableBatch, source_rows
 from transforms.encode.schema import FeatureSpec
-from transforms.stats.features import SplitStats, batch_statistics
+from transforms.stats.features import SplitStats
 from transforms.stats.proto import write_statistics
 
-__all__ = ["ComputeStatistics", "MergeSplitStats", "WriteStatistics"]
+__all__ = ["MergeSplitStats", "MergeStatistics", "WriteStatistics"]
 
 
 class MergeSplitStats(beam.CombineFn):
-    """SplitStats of batches -> the SplitStats of their rows."""
+    """SplitStats of parts of a split's rows -> the SplitStats of their rows."""
 
     def create_accumulator(self) -> SplitStats:
         return SplitStats()
@@ -34,31 +33,13 @@ class MergeSplitStats(beam.CombineFn):
         return acc
 
 
-class _BatchStatsDoFn(beam.DoFn):
-    """(split, TableBatch) -> (split, SplitStats of the batch)."""
+class MergeStatistics(beam.PTransform):
+    """(split, SplitStats), one per split and bundle of the encoder (`EncodeExamples` with
+    `statistics`) -> (split, SplitStats), one per split that got rows. A side branch of the
+    encoder's output: no second read of the source, and no batch crosses to it."""
 
-    def __init__(self, specs: Sequence[FeatureSpec]) -> None:
-        self._specs = tuple(specs)
-
-    def process(self, element: tuple[str, TableBatch]) -> Iterator[tuple[str, SplitStats]]:
-        split, batch = element
-        yield split, batch_statistics(batch.table, self._specs, batch.source, source_rows(batch))
-
-
-class ComputeStatistics(beam.PTransform):
-    """(split, TableBatch) of the rows the job encodes -> (split, SplitStats), one per split
-    that got rows. A side branch of the encoder's output: no second read of the source."""
-
-    def __init__(self, specs: Sequence[FeatureSpec]) -> None:
-        super().__init__()
-        self._specs = tuple(specs)
-
-    def expand(self, tables: beam.PCollection) -> beam.PCollection:
-        return (
-            tables
-            | "BatchStatistics" >> beam.ParDo(_BatchStatsDoFn(self._specs))
-            | "MergeStatistics" >> beam.CombinePerKey(MergeSplitStats())
-        )
+    def expand(self, stats: beam.PCollection) -> beam.PCollection:
+        return stats | "MergePerSplit" >> beam.CombinePerKey(MergeSplitStats())
 
 
 def _write_all(

@@ -4,16 +4,19 @@
 does (transforms/encode/columns.py: struct nulls carried down, `null_policy: default` filled,
 values converted to what the records hold: float32 for float features, int64 for ints, dates
 and timestamps, decimal text for decimals) and returns a `SplitStats`; `merge` adds another.
-Everything is computed on the whole batch with pyarrow.compute and numpy; the sketches are in
-sketches.py. A feature a row does not have (a null under `null_policy: omit`) is missing; an
-empty list is present with no values; NaN values are counted apart and left out of min, max,
-mean, std and the quantiles.
+`SplitStats.add` adds a batch to a split's statistics with less work: only the values whose
+priority is under a full sample's bound are taken into it (the result is the same).
+Everything is computed on the whole batch with pyarrow.compute, numpy and compiled passes
+(moments.py, values.py); the sketches are in sketches.py. A feature a row does not have (a
+null under `null_policy: omit`) is missing; an empty list is present with no values; NaN values
+are counted apart and left out of min, max, mean, std and the quantiles.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,17 +24,16 @@ import pyarrow.compute as pc
 
 from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
-from transforms.hashing import hash_bytes
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
-    GOLDEN,
     HyperLogLog,
     Sample,
     TopK,
-    mix64,
+    fixed_priorities,
     position_priorities,
-    smallest,
+    row_keys,
 )
+from transforms.stats.values import count_values
 
 __all__ = [
     "SAMPLE_SIZE",
@@ -111,20 +113,42 @@ class FeatureStats:
                     setattr(self, name, theirs)
                 else:
                     mine.merge(theirs)
-        mine, theirs = self.finite_count, other.finite_count
-        if theirs:
-            delta = other.mean - self.mean
-            self.mean += delta * theirs / (mine + theirs)
-            self.m2 += other.m2 + delta * delta * mine * theirs / (mine + theirs)
-        self.count += other.count
-        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
-        self.zeros += other.zeros
-        self.nans += other.nans
-        self.infinities = (
-            self.infinities[0] + other.infinities[0],
-            self.infinities[1] + other.infinities[1],
+        self.add_moments(
+            other.nans,
+            other.zeros,
+            other.count,
+            other.min,
+            other.max,
+            *other.infinities,
+            other.mean,
+            other.m2,
         )
         self.length_sum += other.length_sum
+
+    def add_moments(
+        self,
+        nans: int,
+        zeros: int,
+        count: int,
+        low: float,
+        high: float,
+        negative: int,
+        positive: int,
+        mean: float,
+        m2: float,
+    ) -> None:
+        """Add the numbers' statistics of other rows (what `moments` gives)."""
+        mine, theirs = self.finite_count, count - negative - positive
+        if theirs:
+            delta = mean - self.mean
+            self.mean += delta * theirs / (mine + theirs)
+            self.m2 += m2 + delta * delta * mine * theirs / (mine + theirs)
+        self.count += count
+        self.min, self.max = min(self.min, low), max(self.max, high)
+        self.zeros += zeros
+        self.nans += nans
+        if negative or positive:
+            self.infinities = (self.infinities[0] + negative, self.infinities[1] + positive)
 
 
 def _least(a: int | None, b: int | None, pick) -> int | None:  # noqa: ANN001
@@ -138,6 +162,25 @@ class SplitStats:
     rows: int = 0
     features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
 
+    def add(
+        self,
+        table: pa.Table,
+        specs: Sequence[FeatureSpec],
+        source: str,
+        rows: np.ndarray,
+    ) -> SplitStats:
+        """Add the rows of `table` (of this split), whose source rows in `source` are `rows`;
+        the same statistics as merging `batch_statistics` of it, with less work: only the
+        values that can still enter a sample are taken."""
+        keys = row_keys(source, rows)
+        shared: dict[int | None, np.ndarray | None] = {}
+        for spec in specs:
+            self.features[spec.name] = feature_statistics(
+                leaf_array(table, spec.path), spec, keys, self.features.get(spec.name), shared
+            )
+        self.rows += table.num_rows
+        return self
+
     def merge(self, other: SplitStats) -> SplitStats:
         self.rows += other.rows
         for name, stats in other.features.items():
@@ -146,12 +189,6 @@ class SplitStats:
             else:
                 self.features[name] = stats
         return self
-
-
-def row_keys(source: str, rows: np.ndarray) -> np.ndarray:
-    """A uint64 key per row from its source file and row number: the sample's priorities."""
-    base = np.uint64(hash_bytes(source.encode("utf-8")))
-    return mix64(mix64(np.asarray(rows, np.int64).astype(np.uint64)) ^ base)
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -180,17 +217,36 @@ def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
     if spec.encoding == "float64_bytes":
         return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
     if spec.kind == FLOAT:
-        return pc.cast(leaf, pa.float32(), safe=False).to_numpy(zero_copy_only=False)
+        if leaf.type != pa.float32():
+            leaf = pc.cast(leaf, pa.float32(), safe=False)
+        return leaf.to_numpy(zero_copy_only=False)
     return int64_values(leaf)
+
+
+def _below(priorities: np.ndarray, bound: int | None) -> np.ndarray | None:
+    """The indices of the priorities under `bound` (None: all of them)."""
+    return None if bound is None else np.flatnonzero(priorities < np.uint64(bound))
+
+
+def _rows_below(
+    keys: np.ndarray, bound: int | None, shared: dict[int | None, np.ndarray | None] | None
+) -> np.ndarray | None:
+    """`_below(keys, bound)`, kept in `shared` for the batch's other features."""
+    if shared is None:
+        return _below(keys, bound)
+    if bound not in shared:
+        shared[bound] = _below(keys, bound)
+    return shared[bound]
 
 
 def _add_numbers(
     stats: FeatureStats,
     values: np.ndarray,
     priorities: np.ndarray,
-    chosen: np.ndarray | None = None,
+    candidates: np.ndarray | None,
 ) -> None:
-    """`chosen`: the indices of the `SAMPLE_SIZE` smallest priorities, when known."""
+    """`candidates`: the indices of the values that may enter the sample (None: all);
+    `priorities`: theirs."""
     nans, zeros, count, low, high, negative, positive, mean, m2 = moments(values)
     stats.nans, stats.zeros, stats.count = nans, zeros, count
     stats.sample = Sample(SAMPLE_SIZE)
@@ -198,34 +254,60 @@ def _add_numbers(
         return
     stats.min, stats.max, stats.mean, stats.m2 = low, high, mean, m2
     stats.infinities = (negative, positive)
+    if candidates is not None:
+        values = values[candidates]
     if nans:
         keep = ~np.isnan(values)
-        values, priorities, chosen = values[keep], priorities[keep], None
-    if chosen is None:
-        stats.sample.add(values, priorities)
-    else:
-        stats.sample.add(values[chosen], priorities[chosen])
+        values, priorities = values[keep], priorities[keep]
+    stats.sample.add(values, priorities)
 
 
-def _add_strings(stats: FeatureStats, spec: FeatureSpec, leaf: pa.Array) -> None:
+def _add_every_row_numbers(
+    into: FeatureStats,
+    arr: pa.Array,
+    spec: FeatureSpec,
+    keys: np.ndarray,
+    shared: dict[int | None, np.ndarray | None] | None,
+) -> None:
+    """Add a batch of a numeric feature with one value in every row to `into`, which has a
+    sample: what `feature_statistics` does, without a batch accumulator to merge."""
+    values = _numbers(spec, arr)
+    stats = moments(values)
+    into.add_moments(*stats)
+    n = len(values)
+    into.present += n
+    into.values += n
+    if n:
+        into.min_values = into.max_values = 1
+    candidates = _rows_below(keys, into.sample.bound(), shared)
+    priorities = keys
+    if candidates is not None:
+        values, priorities = values[candidates], keys[candidates]
+    if stats[0]:  # NaNs: left out of the sample
+        keep = ~np.isnan(values)
+        values, priorities = values[keep], priorities[keep]
+    into.sample.add(values, priorities)
+
+
+def _add_strings(stats: FeatureStats, leaf: pa.Array, into: FeatureStats) -> None:
+    """The batch's counters into `stats`; its distinct values straight into the sketches of
+    `into` when it has them (else new ones in `stats`)."""
     if pa.types.is_null(leaf.type):
         return
     if pa.types.is_decimal(leaf.type):
         leaf = decimal_text(leaf)
-    lengths = pc.binary_length(leaf)
-    if len(leaf):
-        stats.length_sum = int(pc.sum(lengths).as_py() or 0)
-        extremes = pc.min_max(lengths)
-        stats.min_length = extremes["min"].as_py()
-        stats.max_length = extremes["max"].as_py()
-    stats.distinct = HyperLogLog()
-    if stats.kind == "string":  # the batch's distinct values and their counts, once
-        counted = pc.value_counts(leaf)
-        stats.top = TopK(TOP_CAPACITY)
-        stats.top.add_counted(counted)
-        stats.distinct.add_values(counted.field("values"))
-    else:
-        stats.distinct.add_values(pc.unique(leaf))
+    counted = count_values(leaf)  # the distinct values, their counts and hashes, the lengths
+    stats.length_sum = counted.length_sum
+    stats.min_length, stats.max_length = counted.min_length, counted.max_length
+    if into.distinct is None:
+        stats.distinct = HyperLogLog()
+    distinct = stats.distinct if into.distinct is None else into.distinct
+    distinct.add_hashes(counted.hashes)
+    if stats.kind == "string":
+        if into.top is None:
+            stats.top = TopK(TOP_CAPACITY)
+        top = stats.top if into.top is None else into.top
+        top.add(counted.values, counted.counts, counted.hashes)
 
 
 def _fixed_count(spec: FeatureSpec) -> int | None:
@@ -236,50 +318,69 @@ def _fixed_count(spec: FeatureSpec) -> int | None:
 
 
 def feature_statistics(
-    arr: pa.Array, spec: FeatureSpec, keys: np.ndarray, chosen: np.ndarray | None = None
+    arr: pa.Array,
+    spec: FeatureSpec,
+    keys: np.ndarray,
+    into: FeatureStats | None = None,
+    shared: dict[int | None, np.ndarray | None] | None = None,
 ) -> FeatureStats:
-    """One feature's accumulator over a batch: `arr` its column (`leaf_array`), `keys` the
-    rows' keys (`row_keys`), `chosen` the rows of the `SAMPLE_SIZE` smallest keys (shared by
-    the scalar features every row has)."""
-    stats = FeatureStats(stats_kind(spec))
+    """One feature's statistics over a batch, merged into `into` (a new accumulator when
+    None), which is returned. `arr`: its column (`leaf_array`); `keys`: the rows' keys
+    (`row_keys`). Only values whose priority is under the bound of `into`'s sample are taken
+    into it (a full sample would drop the others); `shared`: {bound: the rows whose key is
+    under it}, kept across the features of the batch that every row has."""
     if spec.null_policy == "default" and arr.null_count:
         arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    if into is not None and into.sample is not None and spec.shape == () and not arr.null_count:
+        _add_every_row_numbers(into, arr, spec, keys, shared)  # the common case, directly
+        return into
+    part = FeatureStats(stats_kind(spec))
+    into = FeatureStats(part.kind) if into is None else into
     n = len(arr)
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-    stats.present = n if valid is None else int(np.count_nonzero(valid))
-    stats.missing = n - stats.present
+    part.present = n if valid is None else int(np.count_nonzero(valid))
+    part.missing = n - part.present
+    present_keys = keys if valid is None else keys[valid]
     fixed = _fixed_count(spec)
+    bound = None if into.sample is None else into.sample.bound()
     if spec.shape == ():  # one value per present row
         leaf = arr if valid is None else arr.filter(pa.array(valid))
-        priorities = keys if valid is None else keys[valid]
-        chosen = chosen if valid is None else None
+        if valid is None:
+            candidates = _rows_below(keys, bound, shared)
+        else:
+            candidates = _below(present_keys, bound)
+        priorities = present_keys if candidates is None else present_keys[candidates]
     else:
-        chosen = None
         leaf = _flatten(arr)
         if fixed is not None:  # every present row has `fixed` values, in row order
-            present_keys = keys if valid is None else keys[valid]
-            steps = np.arange(fixed, dtype=np.uint64) * GOLDEN
-            priorities = (present_keys[:, None] + steps[None, :]).ravel()
+            priorities, candidates = fixed_priorities(present_keys, fixed, bound)
         else:
             element_rows = _element_rows(arr)
             priorities = position_priorities(keys, element_rows)
+            candidates = _below(priorities, bound)
+            if candidates is not None:
+                priorities = priorities[candidates]
             counts = np.bincount(element_rows, minlength=n)
             if valid is not None:
-                counts, present_keys = counts[valid], keys[valid]
+                counts = counts[valid]
+            sample = into.value_counts
+            chosen = _below(present_keys, None if sample is None else sample.bound())
+            part.value_counts = Sample(SAMPLE_SIZE)
+            if chosen is None:
+                part.value_counts.add(counts, present_keys)
             else:
-                present_keys = keys
-            stats.value_counts = Sample(SAMPLE_SIZE)
-            stats.value_counts.add(counts, present_keys)
+                part.value_counts.add(counts[chosen], present_keys[chosen])
             if len(counts):
-                stats.min_values, stats.max_values = int(counts.min()), int(counts.max())
-    stats.values = len(leaf)
-    if fixed is not None and stats.present:
-        stats.min_values = stats.max_values = fixed
-    if stats.kind == "numeric":
-        _add_numbers(stats, _numbers(spec, leaf), priorities, chosen)
+                part.min_values, part.max_values = int(counts.min()), int(counts.max())
+    part.values = len(leaf)
+    if fixed is not None and part.present:
+        part.min_values = part.max_values = fixed
+    if part.kind == "numeric":
+        _add_numbers(part, _numbers(spec, leaf), priorities, candidates)
     else:
-        _add_strings(stats, spec, leaf)
-    return stats
+        _add_strings(part, leaf, into)
+    into.merge(part)
+    return into
 
 
 def batch_statistics(
@@ -290,9 +391,4 @@ def batch_statistics(
 ) -> SplitStats:
     """The statistics of every feature over the rows of `table` (all of one split), whose
     source rows in `source` are `rows`."""
-    keys = row_keys(source, rows)
-    chosen = smallest(keys, SAMPLE_SIZE)
-    features = {
-        s.name: feature_statistics(leaf_array(table, s.path), s, keys, chosen) for s in specs
-    }
-    return SplitStats(table.num_rows, features)
+    return SplitStats().add(table, specs, source, rows)
