@@ -3,7 +3,8 @@
 1. In process, one core: per batch of `--batch-rows`, `encode_table` alone against the
    statistics alone (a `StatisticsAccumulator` the batches are added to, as the job's encoder
    does; best of `--repeat`): the statistics' CPU time as a fraction of the encoder's.
-2. The job end to end, `--stats=true` against `--stats=false`, each at `--small-rows` and
+2. The job end to end on `--engine` (in-process by default, or beam: FnApiRunner),
+   `--stats=true` against `--stats=false`, each at `--small-rows` and
    `--rows` (runs interleaved: on, off, off, on, so a change of load hits both alike): the
    steady rows/s of each (row difference over wall-time difference) and their ratio, and the
    steady CPU time per row of each (the job's process tree; less moved by other load).
@@ -83,7 +84,7 @@ def per_feature(table_kind: str, rows: int, batch_rows: int) -> dict[str, float]
     return out
 
 
-def _job(source: Path, out: Path, stats: bool) -> list[str]:
+def _job(source: Path, out: Path, stats: bool, engine: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -95,6 +96,8 @@ def _job(source: Path, out: Path, stats: bool) -> list[str]:
         str(out),
         "--overwrite",
         f"--stats={'true' if stats else 'false'}",
+        "--engine",
+        engine,
     ]
 
 
@@ -108,7 +111,8 @@ def end_to_end(args: argparse.Namespace, work: Path) -> dict[str, dict[str, floa
     for label, n in sizes.items():
         for on in (True, False, False, True):
             out = work / f"out-{label}-{on}"
-            r = measure(_job(files[label], out, on), out, work / "logs" / out.name, n, 1, 0)
+            job = _job(files[label], out, on, args.engine)
+            r = measure(job, out, work / "logs" / out.name, n, 1, 0)
             print(
                 f"  stats={on} {n:,} rows: {r['wall_s']:.2f} s, {r['cpu_s']:.2f} CPU-s "
                 f"(load {r['load']})"
@@ -137,6 +141,9 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=32_768)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sections", default="process,e2e", help="any of process,features,e2e")
+    parser.add_argument(
+        "--engine", default="in-process", choices=("in-process", "beam"), help="the job's engine"
+    )
     args = parser.parse_args()
     args.small_rows = args.small_rows or args.rows // 5
     sections = args.sections.split(",")

@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.finish import finish_job
 from pipeline.plan import JobPlan
 from transforms import fs
-from transforms.batch import TableBatch, source_rows
+from transforms.batch import TableBatch
 from transforms.convert import Conversion
 from transforms.deadletter import (
     ERRORS_DIR,
@@ -35,7 +35,8 @@ from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import read_artifacts, transform_dir, write_artifacts
 from transforms.preprocess.chain import analysis_inputs, prepare_fitted
 from transforms.read.work import ReadTask, read_work_item
-from transforms.stats.features import SplitStats, batch_statistics
+from transforms.stats.accumulator import StatisticsAccumulator
+from transforms.stats.features import SplitStats
 from transforms.stats.proto import write_statistics
 from transforms.write.files import BlockFile, ShardFile, ShardPart, block_compressor, temp_path
 from transforms.write.finalize import finalize_shards
@@ -160,8 +161,9 @@ def run_in_process(
         transform_files = write_artifacts(fitted, plan.preprocess, transform_dir(config.output))
     temp_dir = fs.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
     writers = _Writers(plan, temp_dir, progress_dir)
-    with_stats = config.stats and plan.sequence is None
-    split_stats: dict[str, SplitStats] = {}
+    statistics = None  # the encoded rows' statistics, Examples only (as build.py)
+    if config.stats and plan.sequence is None:
+        statistics = StatisticsAccumulator(plan.specs)
     counts = BatchStats(0, {})
     bad: BadRows = []
     for task in plan.shards.tasks:
@@ -183,12 +185,9 @@ def run_in_process(
                 counts = counts.merge(
                     BatchStats(s.rows, s.nulls, encoded.split_rows(splits), s.steps)
                 )
-                if with_stats:
+                if statistics is not None:
                     for name, rows in encoded.batches_by_split(splits):
-                        one = batch_statistics(
-                            rows.table, plan.specs, rows.source, source_rows(rows)
-                        )
-                        split_stats.setdefault(name, SplitStats()).merge(one)
+                        statistics.add(name, rows)
         writers.close_task()
     shards: list[ShardFile] = []
     for name, _ in splits:
@@ -197,11 +196,11 @@ def run_in_process(
         shards += finalize_shards(
             None, writers.parts[name], name, prefix, config.compression, 0, temp_dir, False, suffix
         )
-    statistics = None
-    if with_stats:
-        statistics = {
+    written = None
+    if statistics is not None:  # a split no row reached gets a file of zero counts
+        written = {
             name: write_statistics(
-                config.output, name, split_stats.get(name, SplitStats()), plan.specs
+                config.output, name, statistics.splits.get(name, SplitStats()), plan.specs
             )
             for name, _ in splits
         }
@@ -216,5 +215,5 @@ def run_in_process(
         temp_dir,
         run_id,
         transform_files,
-        statistics,
+        written,
     )
