@@ -98,6 +98,26 @@ def test_schema_from_the_manifest(output: Path) -> None:
     assert features["company"].domain == "company_id"
 
 
+def test_statistics_types_agree_with_the_schema(output: Path) -> None:
+    """TFDV's validate_statistics compares each feature's statistics type with the schema's
+    (STRING counts as BYTES): a keep_float64 feature is BYTES in both, with numeric statistics
+    of the float64 values it holds."""
+    manifest = read_manifest(output)
+    schema = text_format.Parse((output / "schema.pbtxt").read_text(), schema_pb2.Schema())
+    schema_types = {f.name: f.type for f in schema.feature}
+    kinds = statistics_pb2.FeatureNameStatistics
+    as_schema = {kinds.INT: schema_pb2.INT, kinds.FLOAT: schema_pb2.FLOAT}
+    for split in manifest["splits"]:
+        path = output / manifest["statistics"][split]
+        stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(path.read_bytes())
+        for feature in stats.datasets[0].features:
+            name = feature.path.step[0]
+            assert as_schema.get(feature.type, schema_pb2.BYTES) == schema_types[name], name
+        fare = next(f for f in stats.datasets[0].features if f.path.step[0] == "fare")
+        assert fare.type == kinds.BYTES and fare.WhichOneof("stats") == "num_stats"
+        assert fare.num_stats.max > fare.num_stats.min > 0
+
+
 def test_stats_false_writes_none(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["convert", "--input", SAMPLE_PARQUET, "--output", out, "--stats=false"]

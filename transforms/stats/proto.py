@@ -136,6 +136,9 @@ def to_proto(
                 if spec.kind == "int64"
                 else statistics_pb2.FeatureNameStatistics.FLOAT
             )
+            if spec.encoding == "float64_bytes":  # stored as BYTES (the schema's type, which
+                # TFDV's validate_statistics compares), described by its float64 values
+                feature.type = statistics_pb2.FeatureNameStatistics.BYTES
             _numeric(feature.num_stats, feature_stats)
             if feature_stats.sample is not None:
                 feature.custom_stats.add(name="sample_size", num=len(feature_stats.sample.values))
