@@ -27,7 +27,7 @@ def unsupported(plan: JobPlan) -> str | None:
 
 
 def choose_engine(requested: str, beam_args: Sequence[str], plan: JobPlan) -> str:
-    """"beam" or "in-process" for `--engine requested` ("auto", "beam" or "in-process").
+    """ "beam" or "in-process" for `--engine requested` ("auto", "beam" or "in-process").
 
     auto: in-process when the job can run there and no Beam option is given (a Beam option,
     `--runner` above all, asks for Beam). A ValueError says why in-process cannot be had."""

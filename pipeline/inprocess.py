@@ -47,7 +47,6 @@ from transforms.write.task_files import TaskFiles
 __all__ = ["run_in_process"]
 
 
-
 BadRows = list[dict[str, Any]]
 
 
