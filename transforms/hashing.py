@@ -17,13 +17,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-__all__ = ["hash_bytes", "hash_column", "hash_ranges", "hash_ranges_kernel"]
+__all__ = [
+    "FNV_OFFSET",
+    "hash_bytes",
+    "hash_column",
+    "hash_range",
+    "hash_ranges",
+    "hash_ranges_kernel",
+]
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
+
+
+@njit(cache=True, inline="always")
+def hash_range(
+    data: np.ndarray, start: int, end: int, h: np.uint64
+) -> np.uint64:  # pragma: no cover
+    """The hash of `data[start:end]` from the FNV-1a state `h` (`FNV_OFFSET`, or a salt's
+    state): FNV-1a 64 over the bytes, then a final mix. The one definition of the hash, for
+    the compiled loops that hash values (here, and the statistics' counting)."""
+    for j in range(start, end):
+        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    h ^= h >> _S33
+    return h
 
 
 @njit(cache=True)
@@ -33,19 +57,11 @@ def hash_ranges_kernel(
     """hash(prefix + data[starts[i]:ends[i]]) for each i (prefix: a salt, or empty)."""
     n = len(starts)
     out = np.empty(n, dtype=np.uint64)
-    h0 = _FNV_OFFSET
+    h0 = FNV_OFFSET
     for j in range(len(prefix)):
         h0 = (h0 ^ np.uint64(prefix[j])) * _FNV_PRIME
     for i in range(n):
-        h = h0
-        for j in range(starts[i], ends[i]):
-            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
-        h ^= h >> _S33
-        h *= _M1
-        h ^= h >> _S33
-        h *= _M2
-        h ^= h >> _S33
-        out[i] = h
+        out[i] = hash_range(data, starts[i], ends[i], h0)
     return out
 
 
@@ -59,7 +75,7 @@ def _hash_values(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
 def hash_bytes(value: bytes) -> int:
     """The same hash for one value, in plain Python (the reference for the kernel)."""
     mask = (1 << 64) - 1
-    h = int(_FNV_OFFSET)
+    h = int(FNV_OFFSET)
     for b in value:
         h = ((h ^ b) * int(_FNV_PRIME)) & mask
     h ^= h >> 33

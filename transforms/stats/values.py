@@ -18,13 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-__all__ = ["CountedValues", "count_values"]
+from transforms.hashing import FNV_OFFSET, hash_range
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
+__all__ = ["CountedValues", "count_values"]
 
 
 @njit(cache=True)
@@ -59,14 +55,7 @@ def _count(offsets: np.ndarray, data: np.ndarray) -> tuple:  # pragma: no cover
         length_sum += end - start
         low = min(low, end - start)
         high = max(high, end - start)
-        h = _FNV_OFFSET  # transforms/hashing.py's hash of the value
-        for j in range(start, end):
-            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
-        h ^= h >> _S33
-        h *= _M1
-        h ^= h >> _S33
-        h *= _M2
-        h ^= h >> _S33
+        h = hash_range(data, start, end, FNV_OFFSET)  # transforms/hashing.py's hash
         at = np.int64(h & np.uint64(size - 1))
         while slot[at] >= 0 and slot_hash[at] != h:
             at = (at + 1) & (size - 1)
