@@ -202,7 +202,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if command == "plan":
             from pipeline import commands
 
-            return commands.plan(args, flags)
+            return commands.plan(args, flags, beam_args)
         from pipeline import launch
 
         return launch.convert(args, flags, beam_args)

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, USER_ERRORS, print_error
@@ -20,9 +20,12 @@ from pipeline.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, USER_ERRORS, print
 __all__ = ["inspect", "plan", "verify"]
 
 
-def plan(args: argparse.Namespace, flags: Mapping[str, Any]) -> int:
+def plan(
+    args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str] = ()
+) -> int:
     """`tfrecord-etl plan`: the job's plan as lines (or one JSON object); nothing written."""
     from pipeline.config import load_config
+    from pipeline.engine import choose_engine, engine_reason
     from pipeline.plan import plan_job
     from pipeline.plan_summary import format_plan, summarize_plan
     from pipeline.schedule import apply_date, parse_date
@@ -30,7 +33,13 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any]) -> int:
     try:
         date = parse_date(args.date) if args.date else None
         config = apply_date(load_config(args.config, flags), date)
-        summary = summarize_plan(plan_job(config))  # reads the inputs, writes nothing
+        job = plan_job(config)  # reads the inputs, writes nothing
+        engine = choose_engine(config.engine, beam_args, job)
+        summary = summarize_plan(job)
+        summary["engine"] = {
+            "name": engine,
+            "why": engine_reason(engine, config.engine, beam_args, job),
+        }
     except USER_ERRORS as err:
         print_error(err, args.debug)
         return EXIT_USAGE

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pipeline.plan import JobPlan
 from transforms import fs
 
-__all__ = ["choose_engine", "unsupported"]
+__all__ = ["choose_engine", "engine_reason", "unsupported"]
 
 
 def unsupported(plan: JobPlan) -> str | None:
@@ -44,3 +44,14 @@ def choose_engine(requested: str, beam_args: Sequence[str], plan: JobPlan) -> st
     if reason is not None:
         raise ValueError(f"--engine in-process cannot run this job: {reason}; use --engine beam")
     return "in-process"
+
+
+def engine_reason(engine: str, requested: str, beam_args: Sequence[str], plan: JobPlan) -> str:
+    """Why `engine` (what choose_engine gave) runs the job, for `tfrecord-etl plan`."""
+    if engine == "in-process":
+        return "this process, without Beam"
+    if requested == "beam":
+        return "--engine beam"
+    if beam_args:
+        return "Beam options given"
+    return unsupported(plan) or "Beam"

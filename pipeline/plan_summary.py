@@ -135,5 +135,7 @@ def format_plan(summary: dict[str, Any]) -> str:
         lines.append(
             f"        {name:<12} {split['rows']:>14,} {shards:>8} {_size(split['bytes']):>14}"
         )
+    if "engine" in summary:  # which engine convert would run it on (pipeline/engine.py)
+        lines.append(f"engine: {summary['engine']['name']} ({summary['engine']['why']})")
     lines.append("nothing was written (tfrecord-etl convert with the same flags runs the job)")
     return "\n".join(lines)

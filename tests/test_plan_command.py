@@ -127,3 +127,16 @@ def test_user_errors(tmp_path, args, text):
     assert result.err.startswith("tfrecord-etl: error: ") and text in result.err
     assert result.out == ""
     assert not (tmp_path / "o").exists()
+
+
+def test_the_engine_convert_would_use(tmp_path):
+    out = str(tmp_path / "out")
+    base = ["--input", SAMPLE_PARQUET, "--output", out]
+    assert plan(*base)["engine"] == {"name": "in-process", "why": "this process, without Beam"}
+    grouped = plan(*base, "--num-shards", "2")["engine"]
+    assert grouped["name"] == "beam" and "--num-shards" in grouped["why"]
+    assert plan(*base, "--runner=FnApiRunner")["engine"]["why"] == "Beam options given"
+    text = run_cli_captured(["plan", *base, "--engine", "beam"])
+    assert "engine: beam (--engine beam)" in text.out.splitlines()
+    refused = run_cli_captured(["plan", *base, "--engine", "in-process", "--shuffle"])
+    assert refused.code == 2 and "cannot run this job" in refused.err
