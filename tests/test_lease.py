@@ -44,6 +44,10 @@ def write_input(path: Path, rows: int = ROWS) -> Path:
 def convert_process(source: Path | str, out: Path | str, env: dict | None = None):
     """`tfrecord-etl convert` in a subprocess of its own process group."""
     args = ["convert", "--input", str(source), "--output", str(out), "--batch-rows", "2000"]
+    # On Beam: its job lasts longer than the two processes' start-ups differ, which the races
+    # need (the in-process engine converts `big` in a tenth of a second); both engines take
+    # the lease the same way (pipeline/launch.py, launch_beam.py)
+    args += ["--engine", "beam"]
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline", *args],
         cwd=REPO,
