@@ -19,26 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measure import load_avg, measure, steady
+from measure import convert_cmd, load_avg, measure, steady
 from tables import TABLES, write_parquet
 
 ENGINES = ("beam", "in-process")
-
-
-def _job(source: Path, out: Path, engine: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "convert",
-        "--input",
-        str(source),
-        "--output",
-        str(out),
-        "--overwrite",
-        "--engine",
-        engine,
-    ]
 
 
 def main() -> None:
@@ -59,7 +43,14 @@ def main() -> None:
             for r in range(args.rounds):
                 for engine in ENGINES if r % 2 == 0 else ENGINES[::-1]:
                     out = work / f"out-{engine}"
-                    run = measure(_job(source, out, engine), out, work / "logs" / engine, n, 1, 0)
+                    run = measure(
+                        convert_cmd(source, out, "--engine", engine),
+                        out,
+                        work / "logs" / engine,
+                        n,
+                        1,
+                        0,
+                    )
                     wall, load = run["wall_s"], run["load"]
                     print(f"  {engine:>10} {n:>11,} rows: {wall:.2f} s (load {load})")
                     if (engine, n) not in best or run["wall_s"] < best[engine, n]["wall_s"]:

@@ -139,6 +139,12 @@ def output_bytes(directory: Path) -> int:
     )
 
 
+def convert_cmd(source: str | Path, out: Path, *flags: str) -> list[str]:
+    """`python -m pipeline convert --input SOURCE --output OUT --overwrite FLAGS...`."""
+    return [sys.executable, "-m", "pipeline", "convert", "--input", str(source), "--output",
+            str(out), "--overwrite", *flags]  # fmt: skip
+
+
 def load_avg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines import tfx_bsl_available
-from measure import SCRIPT, fixed_cost, measure, steady
+from measure import SCRIPT, convert_cmd, fixed_cost, measure, steady
 from tables import write_parquet
 
 PROJECT_GZIP = "project gzip (defaults)"
@@ -19,18 +19,7 @@ PROJECT_NONE = "project none"
 
 
 def _cli(input_glob: str, out: Path, extra: Sequence[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "convert",
-        "--input",
-        input_glob,
-        "--output",
-        str(out),
-        "--overwrite",
-        *extra,
-    ]
+    return convert_cmd(input_glob, out, *extra)
 
 
 def _tfx_style(

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from measure import load_avg, measure, steady, timed
+from measure import convert_cmd, load_avg, measure, steady, timed
 from tables import TABLES, make_table, write_parquet
 
 from transforms.batch import TableBatch
@@ -84,23 +84,6 @@ def per_feature(table_kind: str, rows: int, batch_rows: int) -> dict[str, float]
     return out
 
 
-def _job(source: Path, out: Path, stats: bool, engine: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline",
-        "convert",
-        "--input",
-        str(source),
-        "--output",
-        str(out),
-        "--overwrite",
-        f"--stats={'true' if stats else 'false'}",
-        "--engine",
-        engine,
-    ]
-
-
 def end_to_end(args: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
     sizes = {"small": args.small_rows, "large": args.rows}
     files = {}
@@ -111,7 +94,8 @@ def end_to_end(args: argparse.Namespace, work: Path) -> dict[str, dict[str, floa
     for label, n in sizes.items():
         for on in (True, False, False, True):
             out = work / f"out-{label}-{on}"
-            job = _job(files[label], out, on, args.engine)
+            stats = f"--stats={'true' if on else 'false'}"
+            job = convert_cmd(files[label], out, stats, "--engine", args.engine)
             r = measure(job, out, work / "logs" / out.name, n, 1, 0)
             print(
                 f"  stats={on} {n:,} rows: {r['wall_s']:.2f} s, {r['cpu_s']:.2f} CPU-s "
