@@ -39,7 +39,8 @@ setup(
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
         "tf": ["tensorflow-cpu>=2.15"],
-        # Dask: the cluster engine the distributed tests run on (pipeline/dask_runner.py).
+        # Dask: the cluster engine the distributed tests run on
+        # (pipeline/engines/beam/dask_runner.py).
         "dask": [f"apache-beam[dask]=={BEAM_VERSION}", "dask==2026.8.0", "distributed==2026.8.0"],
         "test": [
             "tensorflow-cpu>=2.15",
@@ -59,5 +60,5 @@ setup(
             "pandas==2.3.3",
         ],
     },
-    entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli.main:main"]},
 )

@@ -2,11 +2,11 @@
 
 For each worker count a fresh local cluster (tests/dask_cluster.py: a `dask scheduler` and
 one-process, one-thread `dask worker`s on 127.0.0.1) runs `tfrecord-etl convert` with
-`--runner=pipeline.dask_runner.DaskRunner` on the bench table (bench/tables.py) split over
-`--files` Parquet files, at two sizes; the steady rate is the row difference over the wall-time
-difference (measure.steady), which takes out the fixed cost (starting the client, building and
-translating the graph, planning). A first, unmeasured run warms the workers (imports, compiled
-kernels), as a long-running cluster would be.
+`--runner=DaskRunner` (the project's, pipeline/engines/beam/dask_runner.py) on the bench table
+(bench/tables.py) split over `--files` Parquet files, at two sizes; the steady rate is the row
+difference over the wall-time difference (measure.steady), which takes out the fixed cost (starting
+the client, building and translating the graph, planning). A first, unmeasured run warms the workers
+(imports, compiled kernels), as a long-running cluster would be.
 
     python bench/dask_workers.py                      # 400,000 and 2,000,000 rows, 8 files
     python bench/dask_workers.py --small-rows 100000 --rows 500000 --table strings
@@ -32,7 +32,7 @@ from measure import REPO, fixed_cost, load_avg, measure, steady  # noqa: E402
 from sections_e2e import _cli as convert_command  # noqa: E402
 from tables import TABLES, write_parquet  # noqa: E402
 
-RUNNER = "pipeline.dask_runner.DaskRunner"
+RUNNER = "pipeline.engines.beam.dask_runner.DaskRunner"
 
 
 def _peak_rss_mb(pid: int) -> float:

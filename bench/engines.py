@@ -1,4 +1,4 @@
-"""The two engines of `convert` (pipeline/engine.py), in one run on one table: Beam's
+"""The two engines of `convert` (pipeline/engines/choose.py), in one run on one table: Beam's
 FnApiRunner (`--engine beam`, the default runner) against the in-process engine
 (`--engine in-process`), each a whole `python -m pipeline convert` process.
 

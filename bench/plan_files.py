@@ -57,8 +57,8 @@ def make_files(directory: Path, files: int, rows: int) -> None:
 
 def _worker(pattern: str, warm: str, repeat: int, detail: bool) -> dict:
     """Run inside one tree (its path first on sys.path): plan_job's time for `pattern`."""
-    from pipeline.config import load_config
-    from pipeline.plan import plan_job
+    from pipeline.job.config import load_config
+    from pipeline.job.plan import plan_job
 
     def config(inputs: str):
         return load_config(None, {"input": [inputs], "output": tempfile.gettempdir() + "/x"})

@@ -56,7 +56,7 @@ def _upload(files: list[Path], prefix: str) -> None:
     )
 
 
-# What plan_job calls, by stage (names as pipeline/plan.py imports them)
+# What plan_job calls, by stage (names as pipeline/job/plan.py imports them)
 STAGES = {
     "match_input_files": "listing",
     "parquet_footer": "footers",
@@ -74,7 +74,7 @@ STAGE_NAMES = list(dict.fromkeys(STAGES.values()))
 @contextlib.contextmanager
 def _stages() -> Iterator[dict[str, float]]:
     """Seconds spent in each stage of the plans run inside (plan_job's calls, timed)."""
-    import pipeline.plan as plan_module
+    import pipeline.job.plan as plan_module
 
     spent = dict.fromkeys(STAGE_NAMES, 0.0)
     saved = {name: getattr(plan_module, name) for name in STAGES}
@@ -103,8 +103,8 @@ def _time_plan(
 ) -> tuple[float, object, dict[str, float]]:
     """The best time of `repeat` plans of `pattern` with the given thresholds, the plan, and
     the seconds of each stage of that best plan."""
-    import pipeline.plan as plan_module
-    from pipeline.config import load_config
+    import pipeline.job.plan as plan_module
+    from pipeline.job.config import load_config
 
     saved = plan_module.LAZY_FOOTERS_LOCAL, plan_module.LAZY_FOOTERS_REMOTE
     plan_module.LAZY_FOOTERS_LOCAL, plan_module.LAZY_FOOTERS_REMOTE = local, remote
@@ -135,7 +135,7 @@ def main() -> None:
     from gcs_emulator import GcsEmulator
 
     from bench.plan_files import make_files
-    from pipeline.plan import LAZY_FOOTERS_LOCAL, LAZY_FOOTERS_REMOTE
+    from pipeline.job.plan import LAZY_FOOTERS_LOCAL, LAZY_FOOTERS_REMOTE
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="plan_files_gcs_"))
     data = work / "files"

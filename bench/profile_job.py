@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 # (label, file suffix, function name): cumulative time of these is what the summary shows.
 KEY_FUNCTIONS = [
-    ("plan (before the pipeline runs)", "pipeline/plan.py", "plan_job"),
+    ("plan (before the pipeline runs)", "pipeline/job/plan.py", "plan_job"),
     ("read: Parquet -> TableBatch", "transforms/read/work.py", "read_work_item"),
     ("encode: encode_table (all)", "transforms/encode/records.py", "encode_table"),
     ("  arrow -> kernel columns", "transforms/encode/columns.py", "to_kernel_column"),
@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
     from throughput import write_parquet
 
-    from pipeline.build import build_pipeline
-    from pipeline.config import load_config
-    from pipeline.plan import plan_job
+    from pipeline.engines.beam.build import build_pipeline
+    from pipeline.job.config import load_config
+    from pipeline.job.plan import plan_job
 
     work = Path(tempfile.mkdtemp(prefix="tfrecord-etl-profile-"))
     source = args.input

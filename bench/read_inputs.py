@@ -36,8 +36,8 @@ if str(ROOT) not in sys.path:
 
 from bench.measure import load_avg, timed  # noqa: E402
 from bench.tables import make_table  # noqa: E402
-from pipeline.config import load_config  # noqa: E402
-from pipeline.plan import plan_job  # noqa: E402
+from pipeline.job.config import load_config  # noqa: E402
+from pipeline.job.plan import plan_job  # noqa: E402
 from transforms.read.work import read_work_item  # noqa: E402
 
 DAYS = [f"2026-12-{d:02d}" for d in range(1, 9)]

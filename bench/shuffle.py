@@ -83,8 +83,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small-rows", type=int, default=1_000_000)
     parser.add_argument("--large-rows", type=int, default=8_000_000)
-    parser.add_argument("--old-large-rows", type=int, default=0,
-                        help="large size for the old write (default: --large-rows)")
+    parser.add_argument(
+        "--old-large-rows",
+        type=int,
+        default=0,
+        help="large size for the old write (default: --large-rows)",
+    )
     parser.add_argument("--row-group-rows", type=int, default=131_072)
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--old-commit", default=OLD_COMMIT)

@@ -7,7 +7,7 @@ waiting: the Dataflow service runs the job, and a launcher that waited would hol
 
 import sys
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 
 def _argv(args: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import settings
 
-from pipeline.cli import main as cli_main
+from pipeline.cli.main import main as cli_main
 from transforms.encode.columns import infer_shape, leaf_array
 from transforms.encode.records import encode_table
 from transforms.encode.schema import (

@@ -3,7 +3,7 @@ worker` processes (one thread each, no nanny, so that a killed worker stays dead
 own process group, stopped (and killed if need be) on exit.
 
     with DaskCluster(workers=2) as cluster:
-        ... --runner=pipeline.dask_runner.DaskRunner --dask_client_address=cluster.address
+        ... --runner=DaskRunner --dask_client_address=cluster.address
 """
 
 from __future__ import annotations

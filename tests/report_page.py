@@ -16,7 +16,7 @@ from conftest import plan_specs
 from report_stats import add_statistics
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from pipeline.manifest import BadRowFiles, Manifest
+from pipeline.output.manifest import BadRowFiles, Manifest
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLE_PARQUET
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 SAMPLE = str(SAMPLE_PARQUET)
 

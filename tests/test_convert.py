@@ -88,9 +88,7 @@ def test_split_before_preprocess_then_steps_then_encode():
         kept = apply_steps(plan, part, {})
         encoded, _ = encode_table(kept.table, specs, kept.source, kept.first_row, False, kept.rows)
         by_hand.append((part.split, _records(encoded), kept.rows.tolist()))
-    got = [
-        (SPLITS[int(o.split_ids[0])][0], _records(o.records), o.rows.tolist()) for o in out
-    ]
+    got = [(SPLITS[int(o.split_ids[0])][0], _records(o.records), o.rows.tolist()) for o in out]
     assert got == by_hand
     assert sum(len(r) for _, r, _ in got) == sum(1 for v in table["x"].to_pylist() if v and v > 10)
 

@@ -1,5 +1,5 @@
-"""The whole job on Beam's DaskRunner (with the gaps pipeline/dask_runner.py closes) against a
-real Dask cluster on 127.0.0.1: a scheduler and two worker processes the tests start.
+"""The whole job on Beam's DaskRunner (with the gaps pipeline/engines/beam/dask_runner.py closes)
+against a real Dask cluster on 127.0.0.1: a scheduler and two worker processes the tests start.
 
 - Parity: the cases of tests/test_no_change.py (Parquet, CSV, splits, preprocessing with
   analyzers, bad rows, `--num-shards`, `--shuffle`) give, on Dask, the records (as multisets),
@@ -9,8 +9,8 @@ real Dask cluster on 127.0.0.1: a scheduler and two worker processes the tests s
   retried (a worker preload module injects the fault: tests/dask_fault.py). The output then
   holds the source's rows exactly once: compared as a multiset with the local runner's output
   of the same input, and by `tfrecord-etl verify --source`.
-- The translation itself (pipeline/dask_runner.py): tagged outputs, side inputs, finish_bundle
-  outputs, Impulse, on small pipelines.
+- The translation itself (pipeline/engines/beam/dask_runner.py): tagged outputs, side inputs,
+  finish_bundle outputs, Impulse, on small pipelines.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dask_cluster import DaskCluster
 from dask_fault import FAULT_MESSAGE, MARKER_ENV
 from test_no_change import CASES, GOLDEN, _inputs, _records, digest_output
 
-RUNNER = "pipeline.dask_runner.DaskRunner"
+RUNNER = "pipeline.engines.beam.dask_runner.DaskRunner"
 TESTS = Path(__file__).resolve().parent
 
 SLOW = pytest.mark.skipif(
@@ -363,11 +363,15 @@ def test_write_fault_without_retries_fails_the_job(cluster, big, tmp_path):
 
 @pytest.mark.parametrize(
     "args",
-    [["--runner=DaskRunner"], ["--runner", "dask"], ["--runner=pipeline.dask_runner.DaskRunner"]],
+    [
+        ["--runner=DaskRunner"],
+        ["--runner", "dask"],
+        ["--runner=pipeline.engines.beam.dask_runner.DaskRunner"],
+    ],
 )
 def test_the_short_names_select_the_projects_runner(args):
     from apache_beam.options.pipeline_options import StandardOptions
 
-    from pipeline.launch_beam import _beam_options
+    from pipeline.engines.beam.options import beam_options
 
-    assert _beam_options(args).view_as(StandardOptions).runner == RUNNER
+    assert beam_options(args).view_as(StandardOptions).runner == RUNNER

@@ -26,9 +26,9 @@ from conftest import REPO, SAMPLE_PARQUET, read_manifest
 from google.protobuf import json_format
 from packaging.requirements import Requirement
 
-from pipeline import dataflow
-from pipeline.cli import _parser
-from pipeline.config import ConfigError
+from pipeline.cli.main import _parser
+from pipeline.engines.beam import dataflow
+from pipeline.job.config import ConfigError
 
 DOCKERFILE = (REPO / "Dockerfile").read_text(encoding="utf-8")
 SETUP_PY = (REPO / "setup.py").read_text(encoding="utf-8")
@@ -387,7 +387,7 @@ def test_dry_run_stages_the_project_package(tmp_path):
     sdist = Path(staged["workflow.tar.gz"])
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"setup.py", "pipeline/cli.py", "transforms/encode/records.py"} <= names
+    assert {"setup.py", "pipeline/cli/main.py", "transforms/encode/records.py"} <= names
     if sdist.parent.parent == Path(tempfile.gettempdir()):
         shutil.rmtree(sdist.parent, ignore_errors=True)  # Beam leaves its staging dir behind
     assert STEPS <= top_level_steps(pipeline)

@@ -14,7 +14,7 @@ from conftest import read_manifest, read_output, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import ConfigError, load_config
+from pipeline.job.config import ConfigError, load_config
 from transforms.batch import TableBatch
 from transforms.deadletter import BadRowsError, check_bad_rows, isolate_bad_rows
 from transforms.encode.records import encode_table

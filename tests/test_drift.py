@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import read_manifest, run_cli_captured
 
-from pipeline.drift import SchemaDriftError, check_drift
-from pipeline.manifest import StoredFeature
+from pipeline.output.drift import SchemaDriftError, check_drift
+from pipeline.output.manifest import StoredFeature
 from transforms.encode.schema import plan_features
 
 EXIT_OK, EXIT_USAGE = 0, 2

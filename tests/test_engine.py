@@ -1,4 +1,4 @@
-"""Which engine runs a convert job (pipeline/engine.py), and the in-process engine's run: no
+"""Which engine runs a convert job (pipeline/engines/choose.py), and the in-process engine's run: no
 Beam imported, the output equal to Beam's, its refusals as one-line usage errors. (The golden
 cases of tests/test_no_change.py run through both engines against one digest.)"""
 
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import JobConfig
-from pipeline.engine import choose_engine, unsupported
-from pipeline.plan import plan_job
+from pipeline.engines.choose import choose_engine, unsupported
+from pipeline.job.config import JobConfig
+from pipeline.job.plan import plan_job
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample" / "trips.parquet"
@@ -73,7 +73,7 @@ def test_a_grouped_sequence_runs_on_beam(tmp_path):
     pq.write_table(pa.table({"user": ["a", "a", "b"], "ts": [2, 1, 5], "v": [1.0, 2.0, 3.0]}), path)
     config = tmp_path / "seq.yaml"
     config.write_text("sequence:\n  group_by: user\n  order_by: ts\n", encoding="utf-8")
-    from pipeline.config import load_config
+    from pipeline.job.config import load_config
 
     plan = plan_job(load_config(str(config), {"input": [str(path)], "output": str(tmp_path / "o")}))
     assert "grouped sequence" in unsupported(plan)
@@ -98,7 +98,7 @@ def test_in_process_convert_imports_no_beam(tmp_path):
     its time and path)."""
     code = (
         "import sys\n"
-        "from pipeline.cli import main\n"
+        "from pipeline.cli.main import main\n"
         "code = main(sys.argv[1:])\n"
         "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
         "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n"
@@ -136,13 +136,13 @@ def test_in_process_convert_imports_no_beam(tmp_path):
 def test_ctrl_c_stops_a_run_with_one_line(monkeypatch, run_cli_captured, tmp_path):
     """Ctrl-C in a run: one line, exit 130, the JSON line says "interrupted", the lease is gone
     and the output has no manifest; the next run goes ahead."""
-    import pipeline.inprocess
+    import pipeline.engines.inprocess
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     out = tmp_path / "out"
-    monkeypatch.setattr(pipeline.inprocess, "run_in_process", interrupted)
+    monkeypatch.setattr(pipeline.engines.inprocess, "run_in_process", interrupted)
     result = run_cli_captured(["convert", "--input", SAMPLE, "--output", out])
     assert result.code == 130
     assert result.err.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")

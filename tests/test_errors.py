@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_cli
 
-from pipeline.config import ConfigError, load_config
+from pipeline.job.config import ConfigError, load_config
 from transforms.encode.schema import SchemaError
 from transforms.read.csv_reader import CsvOptions
 from transforms.read.files import InputError

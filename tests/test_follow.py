@@ -16,9 +16,9 @@ from apache_beam.runners.runner import PipelineState
 from conftest import SAMPLE_PARQUET, read_manifest
 from test_dataflow import DATAFLOW_DRY_RUN, IMAGE
 
-from pipeline import follow as follow_module
-from pipeline.follow import announce, console_url, follow
-from pipeline.joblog import JobLog
+from pipeline.cli.joblog import JobLog
+from pipeline.engines.beam import follow as follow_module
+from pipeline.engines.beam.follow import announce, console_url, follow
 
 OPTIONS = PipelineOptions(["--project=example-project", "--region=us-central1"])
 URL = "https://console.cloud.google.com/dataflow/jobs/us-central1/2026-12-03_01?project=example-project"

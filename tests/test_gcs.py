@@ -31,7 +31,8 @@ from apache_beam.io.filesystems import FileSystems
 from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, run_cli_captured
 from gcs_emulator import GcsEmulator
 
-from pipeline.lease import (
+from pipeline.output.directory import clear_previous_output
+from pipeline.output.lease import (
     LEASE_NAME,
     LeaseLostError,
     OutputLeasedError,
@@ -39,7 +40,6 @@ from pipeline.lease import (
     check_lease,
     release_lease,
 )
-from pipeline.output_dir import clear_previous_output
 from transforms.write.tfrecord import read_records
 
 BUCKET = "bucket"

@@ -23,9 +23,9 @@ import tensorflow_datasets as tfds
 from conftest import run_cli_captured
 from test_reader import make_table
 
-from pipeline.config import ConfigError, config_to_json, load_config
-from pipeline.layouts import check_layout_features
-from pipeline.output_dir import clear_leftovers, clear_previous_output
+from pipeline.job.config import ConfigError, config_to_json, load_config
+from pipeline.output.directory import clear_leftovers, clear_previous_output
+from pipeline.output.layouts import check_layout_features
 from pipeline.reader import PRESENT_SUFFIX, load_dataset
 from pipeline.verify.inspect import inspect_path
 from transforms.encode.schema import FeatureSpec, SchemaError

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli_captured
 
-import pipeline.launch
-import pipeline.lease
-from pipeline.lease import (
+import pipeline.engines.launch
+import pipeline.output.lease
+from pipeline.output.lease import (
     LEASE_NAME,
     LeaseLostError,
     OutputLeasedError,
@@ -46,7 +46,7 @@ def convert_process(source: Path | str, out: Path | str, env: dict | None = None
     args = ["convert", "--input", str(source), "--output", str(out), "--batch-rows", "2000"]
     # On Beam: its job lasts longer than the two processes' start-ups differ, which the races
     # need (the in-process engine converts `big` in a tenth of a second); both engines take
-    # the lease the same way (pipeline/launch.py, launch_beam.py)
+    # the lease the same way (pipeline/engines/launch.py, for both engines)
     args += ["--engine", "beam"]
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline", *args],
@@ -174,7 +174,7 @@ def test_a_run_whose_lease_was_taken_over_writes_no_manifest(source, tmp_path, m
         write_lease(Path(output), run_id="f00d")  # another run replaces it while the job runs
         return lease
 
-    monkeypatch.setattr(pipeline.launch, "acquire_lease", taken_over_at_once)
+    monkeypatch.setattr(pipeline.engines.launch, "acquire_lease", taken_over_at_once)
     result = run_cli_captured(["convert", "--input", source, "--output", out])
     assert result.code == 1
     assert "another run holds the output now (run f00d" in result.err
@@ -200,7 +200,7 @@ def test_lease_calls(tmp_path):
 
 
 def test_an_unreadable_lease_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline.lease, "_READ_TRIES", 2)  # not the 2 s a writer is given
+    monkeypatch.setattr(pipeline.output.lease, "_READ_TRIES", 2)  # not the 2 s a writer is given
     out = tmp_path / "out"
     out.mkdir()
     (out / LEASE_NAME).write_text("{not json", encoding="utf-8")

@@ -9,17 +9,17 @@ import json
 import pytest
 from conftest import SAMPLE_CSV, read_manifest, run_cli
 
-from pipeline import cli
-from pipeline.config import (
+from pipeline.cli import main as cli
+from pipeline.job.config import (
     OMITTED_AT_DEFAULT,
     ConfigError,
     config_from_json,
     config_to_json,
     load_config,
 )
-from pipeline.flags import OPTIONS, scalar_options
-from pipeline.manifest import Manifest
-from pipeline.manifest import read_manifest as read_typed
+from pipeline.job.flags import OPTIONS, scalar_options
+from pipeline.output.manifest import Manifest
+from pipeline.output.manifest import read_manifest as read_typed
 
 CONFIG = """
 csv:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.config import load_config
-from pipeline.plan import plan_job
+from pipeline.job.config import load_config
+from pipeline.job.plan import plan_job
 from transforms.encode.schema import SchemaError
 from transforms.read.files import InputError
 from transforms.read.inputs import input_schema

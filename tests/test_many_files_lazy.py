@@ -20,10 +20,10 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 from conftest import run_cli_captured
 
-import pipeline.plan as plan_module
+import pipeline.job.plan as plan_module
 import transforms.read.parquet_reader as reader_module
-from pipeline.config import load_config
-from pipeline.plan import plan_job
+from pipeline.job.config import load_config
+from pipeline.job.plan import plan_job
 from transforms.read.work import WorkItem
 from transforms.write.tfrecord import read_records
 

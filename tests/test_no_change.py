@@ -6,7 +6,7 @@ Parquet), a table of every supported type, splits (whole-row hash and split_key)
 with analyzers, `--num-shards`, `--shuffle`, bad rows, every compression and both sinks.
 
 Every case runs through Beam (`--engine beam`), and the cases the in-process engine can run
-(pipeline/engine.py) run through it too, against the same digest.
+(pipeline/engines/choose.py) run through it too, against the same digest.
 
 Per case the digest holds the normalized manifest (times, versions and this machine's paths
 taken out) and, per split, the record count and a hash of the sorted record hashes (records as
@@ -109,7 +109,8 @@ CASES: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "bad_rows_csv": ("bad.csv", {"max_bad_rows": 10}, []),
 }
 
-# The cases the in-process engine runs (pipeline/engine.py: no grouped write, the blocks sink):
+# The cases the in-process engine runs (pipeline/engines/choose.py: no grouped write, the blocks
+# sink):
 # each runs through both engines, which must give the same digest.
 IN_PROCESS = (
     "sample_parquet",
@@ -124,13 +125,7 @@ IN_PROCESS = (
 RUNS = [(name, "beam") for name in CASES] + [(name, "in-process") for name in IN_PROCESS]
 
 BAD_CSV = (
-    "id,amount,name\n"
-    "1,1.5,a\n"
-    "2,not-a-number,b\n"
-    "3,0,c\n"
-    "4,2.5\n"
-    '5,3.5,"quoted, with comma"\n'
-    "6,,\n"
+    'id,amount,name\n1,1.5,a\n2,not-a-number,b\n3,0,c\n4,2.5\n5,3.5,"quoted, with comma"\n6,,\n'
 )
 
 
@@ -198,11 +193,7 @@ def digest_output(output: Path, shuffled: bool) -> dict[str, Any]:
     manifest = json.loads((output / "manifest.json").read_text(encoding="utf-8"))
     splits = {}
     for name, split in manifest["splits"].items():
-        ordered = [
-            r
-            for f in split["files"]
-            for r in _records(output / f, manifest["compression"])
-        ]
+        ordered = [r for f in split["files"] for r in _records(output / f, manifest["compression"])]
         hashes = sorted(_sha(r) for r in ordered)
         entry = {"records": len(ordered), "multiset": _sha("".join(hashes).encode())}
         if shuffled:

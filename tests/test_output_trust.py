@@ -19,7 +19,7 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 from conftest import run_cli_captured
 
-from pipeline.manifest import Manifest
+from pipeline.output.manifest import Manifest
 from pipeline.reader import load_dataset
 from transforms import fs
 from transforms.confine import check_inside

@@ -20,8 +20,8 @@ import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 from conftest import canonical, example_to_dict, read_manifest, reference_rows, run_cli_captured
 
-from pipeline.config import load_config
-from pipeline.plan import plan_job
+from pipeline.job.config import load_config
+from pipeline.job.plan import plan_job
 from pipeline.reader import load_dataset
 from transforms.encode.schema import ColumnOptions, SchemaError
 from transforms.read.csv_reader import CsvOptions

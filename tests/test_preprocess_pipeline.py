@@ -13,7 +13,7 @@ import pyarrow.csv as pacsv
 import pytest
 from conftest import REPO, read_manifest, run_cli_captured
 
-from pipeline.output_dir import clear_previous_output
+from pipeline.output.directory import clear_previous_output
 from pipeline.reader import load_dataset
 from transforms.hashing import hash_bytes
 

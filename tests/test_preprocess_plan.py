@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.config import ConfigError, load_config
+from pipeline.job.config import ConfigError, load_config
 from transforms.batch import TableBatch
 from transforms.encode.records import encode_table
 from transforms.encode.schema import ConversionError, plan_features

@@ -21,11 +21,12 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, read_manifest
 
-from pipeline.config import load_config
-from pipeline.joblog import JobLog, JsonLines
-from pipeline.launch_beam import _progress
-from pipeline.plan import plan_job
-from pipeline.progress import ProgressWatch, Snapshot, planned_rows, progress_line
+from pipeline.cli.convert import progress_watch
+from pipeline.cli.joblog import JobLog, JsonLines
+from pipeline.cli.progress import ProgressWatch, Snapshot, planned_rows, progress_line
+from pipeline.engines.beam.engine import progress_shown
+from pipeline.job.config import load_config
+from pipeline.job.plan import plan_job
 from transforms.write.files import BlockFile
 from transforms.write.progress import SinkProgress, SplitProgress, read_progress
 
@@ -259,15 +260,21 @@ def test_quiet_prints_only_the_summary(tmp_path, run_cli_captured):
     assert not list(out.glob("beam-temp-*"))
 
 
+def _progress(plan, beam_args, log):
+    """The progress display convert gives a Beam run of `plan` with `beam_args`."""
+    options = PipelineOptions(beam_args)
+    return progress_watch(plan, log, progress_shown(options, False, plan.config.sink))
+
+
 def test_no_progress_where_nothing_reports_it(tmp_path):
     """Beam's tfrecordio sink reports nothing, and a Dataflow job is followed by its state."""
     flags = {"input": [str(SAMPLE_PARQUET)], "output": str(tmp_path / "o")}
-    local = PipelineOptions(["--runner=FnApiRunner"])
+    local = ["--runner=FnApiRunner"]
     plan = plan_job(load_config(None, flags))
-    assert _progress(plan, local, False, JobLog()).mode == "lines"  # stderr is not a terminal
-    assert _progress(plan, local, False, JobLog("json")).mode == "json"
-    assert _progress(plan, local, False, JobLog(quiet=True)).directory is None
-    dataflow = PipelineOptions(["--runner=DataflowRunner"])
-    assert _progress(plan, dataflow, False, JobLog()).mode is None
+    assert _progress(plan, local, JobLog()).mode == "lines"  # stderr is not a terminal
+    assert _progress(plan, local, JobLog("json")).mode == "json"
+    assert _progress(plan, local, JobLog(quiet=True)).directory is None
+    dataflow = ["--runner=DataflowRunner"]
+    assert _progress(plan, dataflow, JobLog()).mode is None
     tfrecordio = plan_job(load_config(None, {**flags, "sink": "tfrecordio"}))
-    assert _progress(tfrecordio, local, False, JobLog()).mode is None
+    assert _progress(tfrecordio, local, JobLog()).mode is None

@@ -14,12 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 
-import pipeline.reader as reader_module
-from pipeline.cli import main
-from pipeline.manifest import read_manifest
+import pipeline.reader.dataset as reader_module
+from pipeline.cli.main import main
+from pipeline.output.manifest import StoredFeature, read_manifest
 from pipeline.reader import (
     PRESENT_SUFFIX,
-    StoredFeature,
     feature_spec,
     load_dataset,
     parse_spec,

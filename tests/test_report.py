@@ -20,8 +20,8 @@ from conftest import REPO
 from report_page import check_numbers, make_output, page_cells
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from pipeline.config import ConfigError, config_to_json, load_config
-from pipeline.manifest import Manifest
+from pipeline.job.config import ConfigError, config_to_json, load_config
+from pipeline.output.manifest import Manifest
 from pipeline.report.files import load_manifest
 from pipeline.report.write import render_report, write_report
 
@@ -212,7 +212,7 @@ def test_report_is_a_config_key_the_manifest_leaves_out(tmp_path: Path) -> None:
 
 
 def test_a_new_run_removes_an_earlier_report(tmp_path: Path) -> None:
-    from pipeline.output_dir import clear_leftovers
+    from pipeline.output.directory import clear_leftovers
 
     (tmp_path / "report.html").write_text("<p>an earlier output's</p>", encoding="utf-8")
     (tmp_path / "notes.html").write_text("kept", encoding="utf-8")

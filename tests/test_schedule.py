@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, read_manifest, read_output, run_cli_captured
 
-from pipeline.config import ConfigError, JobConfig, load_config
-from pipeline.manifest import Manifest
-from pipeline.schedule import apply_date, parse_date, render_date, run_summary, split_counts
+from pipeline.cli.summary import run_summary, split_counts
+from pipeline.job.config import ConfigError, JobConfig, load_config
+from pipeline.job.dates import apply_date, parse_date, render_date
+from pipeline.output.manifest import Manifest
 
 DAY = datetime.date(2026, 12, 1)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -15,7 +15,7 @@ from conftest import reference_rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import ConfigError, config_from_json, config_to_json, load_config
+from pipeline.job.config import ConfigError, config_from_json, config_to_json, load_config
 from transforms.encode.kernel.example import KernelColumn
 from transforms.encode.kernel.sequence import encode_sequences
 from transforms.encode.schema import SchemaError

@@ -15,7 +15,7 @@ import tensorflow as tf
 from conftest import read_manifest, run_cli_captured
 
 from pipeline.reader import feature_spec, load_dataset
-from pipeline.sequence_reader import LENGTH_KEY
+from pipeline.reader.sequence import LENGTH_KEY
 from pipeline.verify.inspect import inspect_path
 
 

@@ -324,7 +324,10 @@ def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
     refs = [w.value for w in fn.finish_bundle()]
     assert big[0].buffer.nbytes // 2 >= PACK_MIN_BYTES > small[0].buffer.nbytes
     assert [(shard, ref.packed) for shard, ref in refs] == [
-        (0, True), (1, True), (0, False), (1, False)
+        (0, True),
+        (1, True),
+        (0, False),
+        (1, False),
     ]
     assert sum(ref.rows for _, ref in refs) == 40_500
     prefix = str(tmp_path / "s")

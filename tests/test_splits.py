@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import example_to_dict, read_manifest, run_cli
 
-from pipeline.config import ConfigError, load_config
+from pipeline.job.config import ConfigError, load_config
 from transforms.hashing import hash_bytes
 from transforms.split.assign import assign_splits, partition_records
 

@@ -23,7 +23,7 @@ HEAVY = ("apache_beam", "tensorflow")
 # has imported by then (so the later lists include the earlier ones).
 _PROBE = """
 import contextlib, io, json, sys
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 def loaded():
     names = ("apache_beam", "tensorflow", "pyarrow", "numba", "yaml")

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.manifest import StoredFeature
+from pipeline.output.manifest import StoredFeature
 from pipeline.verify.records import read_frames
 from pipeline.verify.report import format_report
 from pipeline.verify.run import SourceRequest, verify_output

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import run_cli_captured
 
-from pipeline.manifest import read_manifest
+from pipeline.output.manifest import read_manifest
 from pipeline.verify import files as verify_files
 from pipeline.verify.frames import frame_blocks
 from pipeline.verify.records import RecordChecker

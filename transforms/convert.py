@@ -5,7 +5,7 @@ that takes a batch and returns its result and the rows it could not take (dead-l
 found by `isolate_bad_rows`). The job's DoFns call the stages one by one (AssignSplits,
 Preprocess, EncodeExamples), with Beam between them; `convert_batch` calls them in a row, for
 `tfrecord-etl verify` to derive the records a source gives. The stage order lives here and in
-the job's wiring (pipeline/build.py), nowhere else.
+the job's wiring (pipeline/engines/beam/build.py), nowhere else.
 
 Where splits are assigned: with transforms (or when the written features differ from the
 source's), `split` cuts each source batch by a hash of its source values before preprocessing,

@@ -16,10 +16,10 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from pipeline.manifest import MANIFEST_NAME, Manifest
+from pipeline.output.manifest import MANIFEST_NAME, Manifest
 from transforms.confine import check_inside
 from transforms.fs import FileSystems
-from transforms.write.names import ERRORS_DIR
+from transforms.names import ERRORS_DIR
 
 __all__ = [
     "BAD_ROWS_READ",

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.manifest import Manifest, StoredFeature
+from pipeline.output.manifest import Manifest, StoredFeature
 from pipeline.report.files import BadRows
 from pipeline.report.stats import FeatureSummary
 

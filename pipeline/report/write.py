@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from pipeline.manifest import Manifest
+from pipeline.output.manifest import Manifest
 from pipeline.report import REPORT_NAME
 from pipeline.report.files import (
     join,

@@ -10,4 +10,7 @@
 - `report`: findings and the report's text.
 - `inspect`: the manifest summary and the first records, as JSON.
 - `example_pb`: tf.train.Example's message classes from protobuf alone (no TensorFlow).
+
+May import: pipeline.job (a run's config, to derive the source's records), pipeline.output,
+pipeline.reader (the parse spec) and transforms/.
 """

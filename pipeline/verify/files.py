@@ -10,13 +10,13 @@ import re
 
 import numpy as np
 
-from pipeline.manifest import BadRowFiles, Manifest
+from pipeline.output.manifest import BadRowFiles, Manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.frames import frame_blocks
 from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
 from transforms import fs
-from transforms.write.names import ERRORS_DIR
+from transforms.names import ERRORS_DIR
 
 __all__ = ["check_counts", "check_listing", "read_errors", "read_records"]
 

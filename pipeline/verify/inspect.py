@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from pipeline.manifest import manifest_path, read_manifest
+from pipeline.output.manifest import manifest_path, read_manifest
 from pipeline.verify.example_pb import Example, SequenceExample
 from transforms import fs
 from transforms.write.tfrecord import read_records

@@ -7,7 +7,7 @@ record; a bad length crc, a record cut short or a stream that does not decompres
 (nothing after it can be trusted).
 
 `RecordChecker` clears the plainly valid records with a compiled check (scan.py) and parses the
-others with `tf.io.parse_example` and the manifest's own spec (`pipeline.reader.parse_spec`;
+others with `tf.io.parse_example` and the manifest's own spec (`pipeline.reader.spec.parse_spec`;
 TensorFlow is imported for the first of them): a wrong kind, a fixed-length feature of another
 length or a missing non-nullable feature fail the parse; the lengths of ragged features are
 checked against the shapes; each record's feature keys (`keys.feature_presence`) give the
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.manifest import StoredFeature
+from pipeline.output.manifest import StoredFeature
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
@@ -95,7 +95,7 @@ class RecordChecker:
     def spec(self) -> dict[str, Any]:
         """The manifest's `tf.io.parse_example` spec: TensorFlow is imported for the first
         record the compiled check does not clear, not before."""
-        from pipeline.reader import parse_spec
+        from pipeline.reader.spec import parse_spec
 
         return parse_spec(self.features)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.manifest import Manifest, SplitRule, manifest_path, read_manifest
+from pipeline.output.manifest import Manifest, SplitRule, manifest_path, read_manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.files import (
     check_counts,
@@ -34,7 +34,7 @@ from pipeline.verify.records import RecordChecker
 from pipeline.verify.report import Finding, Findings, VerifyReport
 
 if TYPE_CHECKING:
-    from pipeline.config import JobConfig
+    from pipeline.job.config import JobConfig
     from pipeline.verify.source import RowSelect, SourcePlan
 
 # The source side (pipeline/verify/source.py: the config, the plan, the readers, and with them
@@ -283,7 +283,7 @@ def _records_of(plan: SourcePlan, wanted: dict[str, set[int]]) -> dict[tuple[str
 
 def _check_split_config(config: JobConfig, manifest: Manifest, origin: str) -> None:
     """ConfigError unless the config splits rows as the run did (names, weights, key, salt)."""
-    from pipeline.config import ConfigError
+    from pipeline.job.config import ConfigError
 
     split = manifest.split or SplitRule({"train": 1})
     ours = {"weights": list(config.splits), "key": config.split_key, "salt": config.split_salt}
@@ -311,7 +311,7 @@ def verify_output(
     findings = Findings(limit)
     plan, origin, select, fraction = None, None, None, None
     if source is not None:
-        from pipeline.drift import SchemaDriftError, check_drift
+        from pipeline.output.drift import SchemaDriftError, check_drift
         from pipeline.verify.source import plan_source, sample_rows, source_config
         from transforms.read.files import InputError
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from pipeline.manifest import StoredFeature
+from pipeline.output.manifest import StoredFeature
 from pipeline.verify.keys import _varint
 from transforms.encode.features import FLOAT64_BYTES
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.config import ConfigError, JobConfig, config_from_json, load_config
-from pipeline.manifest import Manifest, StoredFeature, manifest_path
-from pipeline.plan import JobPlan, plan_job
+from pipeline.job.config import ConfigError, JobConfig, config_from_json, load_config
+from pipeline.job.plan import JobPlan, plan_job
+from pipeline.output.manifest import Manifest, StoredFeature, manifest_path
 from transforms.batch import source_rows, take_rows
 from transforms.convert import convert_batch
 from transforms.encode.records import EncodedBatch, concat_batches

@@ -28,7 +28,7 @@ import pyarrow as pa
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.encode.schema import ConversionError
 from transforms.fs import FileSystems
-from transforms.write.names import ERRORS_DIR
+from transforms.names import ERRORS_DIR
 
 __all__ = [
     "BAD_TAG",

@@ -68,4 +68,3 @@ class ReadTable(beam.PTransform):
             | "Spread" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(read).with_outputs(BAD_TAG, main="batches")  # TableBatch
         )
-

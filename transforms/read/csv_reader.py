@@ -50,7 +50,6 @@ class CsvOptions:
         return out
 
 
-
 def _csv_read_options(opts: CsvOptions, block_bytes: int) -> pacsv.ReadOptions:
     return pacsv.ReadOptions(
         block_size=block_bytes,
@@ -102,8 +101,6 @@ def _csv_reader(  # noqa: ANN202
         if types and invalid_row_handler is None:
             located = _locate_csv_error(path, opts, types, err)
         raise (located or InputError(f"{path}: cannot read as CSV: {err}")) from err
-
-
 
 
 _CONVERSION_ERROR = re.compile(
@@ -163,7 +160,6 @@ def csv_schema(path: str, opts: CsvOptions) -> pa.Schema:
     return pa.schema(fields)
 
 
-
 def csv_column_names(path: str, opts: CsvOptions) -> list[str]:
     """The column names of a CSV file (its header, or the configured names)."""
     return _csv_reader(path, opts, {}, 1 << 16, _skip).schema.names
@@ -171,7 +167,6 @@ def csv_column_names(path: str, opts: CsvOptions) -> list[str]:
 
 def _skip(_: Any) -> str:
     return "skip"
-
 
 
 class _InvalidRows:
@@ -263,4 +258,3 @@ def csv_batches(
             if converted is not None:
                 kept = np.isin(source_rows(text), [r["row"] for r in bad], invert=True)
                 yield TableBatch(converted, path, text.first_row, source_rows(text)[kept])
-

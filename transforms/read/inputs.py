@@ -9,7 +9,7 @@ is read as such a prefix.
 
 With many Parquet files the schema comes from footers read once for the whole plan
 (`parquet_footers`, which the work items use too), not from a second open of every file; with
-very many, from the first file's footer alone (pipeline/plan.py), each other file's schema then
+very many, from the first file's footer alone (pipeline/job/plan.py), each other file's schema then
 being checked by its reader (transforms/read/parquet_reader.py, the same message).
 """
 
@@ -23,11 +23,11 @@ import pyarrow.parquet as pq
 
 from transforms.encode.schema import SchemaError
 from transforms.fs import FileSystems
+from transforms.names import FORMATS
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
 from transforms.read.parquet_reader import parquet_footers, schema_difference
-from transforms.write.names import FORMATS
 
 __all__ = ["FORMATS", "detect_format", "input_schema", "match_input_files", "match_inputs"]
 

@@ -1,5 +1,5 @@
 """Parquet files as Arrow batches: a work item is one row group, or a whole file whose footer
-the plan did not read (many files: see pipeline/plan.py); read with pyarrow. And the footers of
+the plan did not read (many files: see pipeline/job/plan.py); read with pyarrow. And the footers of
 many files at once, for the plan.
 
 A whole file is read row group after row group (row numbers counting from the file's first

@@ -3,7 +3,7 @@ tasks: the units workers read.
 
 Work is split at construction: one work item per Parquet row group (from the footers the plan
 reads once, for the schema too), one per CSV or JSON Lines file. With very many Parquet files
-the plan reads one footer only (pipeline/plan.py): one work item per whole file
+the plan reads one footer only (pipeline/job/plan.py): one work item per whole file
 (`plan_whole_files`), whose reader finds the row groups and checks the file's schema. A file of
 a Hive-partitioned input carries its partition values (transforms/read/partitions.py), which the
 reader appends to each batch. Each work item yields `TableBatch`es of at most `batch_rows` rows,

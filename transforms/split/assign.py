@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 
-
 def _key_hashes(column: pa.Array | pa.ChunkedArray, salt: str) -> np.ndarray:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()

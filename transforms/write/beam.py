@@ -22,6 +22,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.tfrecordio import WriteToTFRecord
 
 from transforms.encode.records import EncodedBatch
+from transforms.names import SINKS
 from transforms.write.compression import (
     COMPRESSIONS,
     GZIP_BACKENDS,
@@ -32,7 +33,6 @@ from transforms.write.compression import (
 from transforms.write.files import ShardFile
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped import ToShardsFn, WriteShardFn
-from transforms.write.names import SINKS
 from transforms.write.rolling import RollingWriteFn
 from transforms.write.spill import buckets_per_shard
 

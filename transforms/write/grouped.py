@@ -274,13 +274,16 @@ class ToShardsFn(beam.DoFn):
             byte_bounds = offsets[rec]
             data = buffer[byte_bounds[0] : byte_bounds[-1]]
             path, at = self._spill.write([memoryview(data), memoryview(keys[r0:r1]).cast("B")])
-            yield shard, BucketRef(
-                path,
-                at,
-                at + int(data.nbytes),
-                (byte_bounds - byte_bounds[0]).astype(np.int64),
-                (rec - r0).astype(np.int32),
-                origin,
+            yield (
+                shard,
+                BucketRef(
+                    path,
+                    at,
+                    at + int(data.nbytes),
+                    (byte_bounds - byte_bounds[0]).astype(np.int64),
+                    (rec - r0).astype(np.int32),
+                    origin,
+                ),
             )
 
     def process(self, batch: EncodedBatch) -> None:

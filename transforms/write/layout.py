@@ -3,7 +3,7 @@
 - "flat" (the default): `<output>/<split>-SSSSS-of-NNNNN<suffix>`, the suffix by compression
   (`.tfrecord.gz`, `.tfrecord.deflate`, `.tfrecord`).
 - "tfds": the flat names, uncompressed (`.tfrecord`); TFDS finds them through the
-  `filepathTemplate` its `dataset_info.json` records (pipeline/layouts/tfds.py).
+  `filepathTemplate` its `dataset_info.json` records (pipeline/output/layouts/tfds.py).
 - "tfx": `<output>/Split-<split>/data_tfrecord-SSSSS-of-NNNNN.gz`, the names TFX's ExampleGen
   writes (gzip only).
 
@@ -14,8 +14,8 @@ and the manifest lists the files it wrote, which is all a reader needs.
 from __future__ import annotations
 
 from transforms.fs import FileSystems
+from transforms.names import DEFAULT_LAYOUT, LAYOUTS
 from transforms.write.compression import file_suffix
-from transforms.write.names import DEFAULT_LAYOUT, LAYOUTS
 
 __all__ = [
     "DEFAULT_LAYOUT",

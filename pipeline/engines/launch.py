@@ -1,0 +1,74 @@
+"""What the launcher does once per run, whatever the engine: take the output's lease, clear the
+output, hand the plan to the engine, release the lease when the run ends.
+
+`claim_output` comes first: once the lease is held (pipeline/output/lease.py) a complete output
+is refused or, with `--overwrite`, cleared, and what an unfinished run left is removed
+(pipeline/output/directory.py). An error there is the user's and raises before the engine runs.
+`OutputClaim.run` then runs the engine with the lease's run id; `OutputClaim.release` removes
+the lease, unless the engine says the job goes on elsewhere (a Dataflow job not waited for
+removes its lease when it commits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pipeline.engines.interface import Engine, EngineResult, EventLog, RunContext
+from pipeline.job.plan import JobPlan
+from pipeline.output.directory import clear_leftovers, clear_previous_output
+from pipeline.output.lease import Lease, acquire_lease, release_lease
+
+__all__ = ["OutputClaim", "claim_output"]
+
+
+@dataclasses.dataclass
+class OutputClaim:
+    """A run's hold on its output: the lease (None for a run that writes nothing now)."""
+
+    output: str
+    engine: Engine
+    lease: Lease | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return None if self.lease is None else self.lease.run_id
+
+    def run(
+        self, plan: JobPlan, progress_dir: str | None = None, log: EventLog | None = None
+    ) -> EngineResult:
+        """The engine's run of `plan` under this claim."""
+        return self.engine.run(plan, RunContext(self.run_id, progress_dir, log))
+
+    def release(self) -> str | None:
+        """Remove the lease unless the job goes on elsewhere; a warning's text when it could
+        not be removed (the run's own result stands)."""
+        if self.lease is None or self.engine.still_running:
+            return None
+        try:
+            release_lease(self.lease.output, self.lease.run_id, self.engine.lease_options)
+        except Exception as err:
+            return f"could not remove the output's lease: {err}"
+        return None
+
+
+def claim_output(plan: JobPlan, engine: Engine) -> OutputClaim:
+    """Lease the output, then clear it for the run (for an engine that writes now). Raises
+    ValueError or OSError, with the lease released, when the output cannot be had."""
+    config = plan.config
+    claim = OutputClaim(config.output, engine)
+    if engine.takes_lease:  # before anything in the output is deleted
+        claim.lease = acquire_lease(config.output, engine.lease_options, waits=engine.waits)
+    try:
+        if engine.clears_output:
+            clear_previous_output(config.output, config.overwrite)
+            clear_leftovers(config.output, config.splits)
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+def engine_fields(engine: Engine) -> dict[str, Any]:
+    """The summary's engine fields as known now (a copy)."""
+    return dict(engine.facts)

@@ -1,0 +1,11 @@
+"""The output directory: what the job writes beside the records, and the one place that
+touches the directory's entries.
+
+- `manifest`: the typed manifest (`Manifest`), the contract between writer and readers;
+  `checks`: what its JSON passes before it is read; `sequence`: its `sequence` section;
+- `directory`: refusing or clearing a complete output, removing what an unfinished run left;
+- `lease`: one run at a time writes an output (`_LEASE`);
+- `schema`: `schema.pbtxt`; `drift`: the schema-drift gate; `layouts/`: TFDS and TFX metadata.
+
+May import: transforms/ only. Every other room reads and writes an output through here.
+"""

@@ -1,0 +1,155 @@
+"""TFDS's metadata for an output: `dataset_info.json` and `features.json`, so that
+`tfds.builder_from_directory(output)` opens it and `as_dataset(split=...)` reads the shards as
+they are (uncompressed, the flat names, found through each split's `filepathTemplate`).
+
+What each feature becomes (a `tfds.features.Tensor` in a `FeaturesDict`, key = feature name):
+- dtype: the manifest's dtype (the one `load_dataset` restores); TFDS casts the stored int64 /
+  float32 values to it as the reader does.
+- shape: the feature's shape, `-1` (None) for a variable length; a float64 written with
+  keep_float64 is `encoding: bytes` (TFDS decodes the row's little-endian bytes, as the
+  reader does).
+- nulls: TFDS has no mask, and its `optional` fills a null with a sentinel that a real value
+  can equal (0 for unsigned, False, "", the dtype's minimum). A feature that had nulls gets a
+  leading dimension of length 0 (null) or 1 (present) instead: a scalar is `[]` or `[v]`, a
+  fixed array `[0, *shape]` or `[1, *shape]`. Lists are as the reader gives them (a null list
+  reads as an empty one). A keep_float64 column must not drop nulls (`check_tfds_features`).
+
+Shard lengths come from the manifest (the blocks sink counts each shard's records), so TFDS's
+split slicing (`train[:10%]`) lands on the right records.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline.output.manifest import Manifest, StoredFeature
+from transforms.encode.schema import FeatureSpec, SchemaError
+from transforms.fs import FileSystems
+
+__all__ = [
+    "DATASET_INFO",
+    "FEATURES",
+    "TFDS_FILES",
+    "check_tfds_features",
+    "dataset_info",
+    "dataset_name",
+    "tfds_features",
+    "write_tfds_metadata",
+]
+
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+TFDS_FILES = (DATASET_INFO, FEATURES)
+VERSION = "1.0.0"
+# The flat layout's shard names (transforms/write/layout.py), uncompressed.
+FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
+_CLASS = "tensorflow_datasets.core.features.{}"
+_DICT = _CLASS.format("features_dict.FeaturesDict")
+_TENSOR = _CLASS.format("tensor_feature.Tensor")
+
+
+def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
+    """SchemaError for a feature TFDS cannot read from the shards as written: a name with "/"
+    (TFDS's separator of nested features), or a keep_float64 column whose nulls are dropped
+    (TFDS needs the row's bytes in every record)."""
+    for spec in specs:
+        if "/" in spec.name:
+            raise SchemaError(
+                f"column {spec.name!r}: layout tfds: TFDS reads '/' in a feature name as "
+                "nesting; rename the column"
+            )
+        if spec.encoding == "float64_bytes" and spec.null_policy == "omit":
+            raise SchemaError(
+                f"column {spec.name!r}: layout tfds: a keep_float64 column needs "
+                "null_policy default or fail (TFDS decodes its bytes only when every record "
+                "has them)"
+            )
+
+
+def _shape(feature: StoredFeature) -> list[int]:
+    shape = feature.spec.shape
+    dims = [-1] if shape is None else list(shape)
+    if feature.nullable and not feature.ragged:
+        dims = [-1, *dims]  # length 0: null; 1: present
+    return dims
+
+
+def _tensor(feature: StoredFeature) -> dict[str, Any]:
+    spec = feature.spec
+    encoding = "bytes" if spec.encoding == "float64_bytes" else "none"
+    description = f"Arrow type {spec.source_type}" + (
+        "; nullable: first dimension 0 where null, 1 where present"
+        if feature.nullable and not feature.ragged
+        else ""
+    )
+    return {
+        "pythonClassName": _TENSOR,
+        "tensor": {
+            "shape": {"dimensions": [str(d) for d in _shape(feature)]},
+            "dtype": spec.dtype,
+            "encoding": encoding,
+        },
+        "description": description,
+    }
+
+
+def tfds_features(features: Sequence[StoredFeature]) -> dict[str, Any]:
+    """features.json: a FeaturesDict of one Tensor per feature."""
+    return {
+        "pythonClassName": _DICT,
+        "featuresDict": {"features": {f.name: _tensor(f) for f in features}},
+    }
+
+
+def dataset_name(output: str) -> str:
+    """A TFDS dataset name from the output directory's name: snake case, starting with a
+    letter (TFDS names are `[a-zA-Z]\\w*`)."""
+    base = posixpath.basename(output.rstrip("/")) or "output"
+    name = re.sub(r"\W+", "_", base).strip("_").lower() or "output"
+    return name if name[0].isalpha() else f"d_{name}"
+
+
+def dataset_info(manifest: Manifest, name: str) -> dict[str, Any]:
+    """dataset_info.json: the name, version, file format and, per split, its shard lengths and
+    bytes in shard order (the proto's JSON form: int64 as strings)."""
+    splits = []
+    for split, entry in manifest.splits.items():
+        shards = sorted(entry.shards, key=lambda s: s.file)
+        if len(shards) != len(entry.files) or any(s.rows is None for s in shards):
+            raise ValueError(f"split {split}: the manifest lacks the records of each shard")
+        splits.append(
+            {
+                "name": split,
+                "shardLengths": [str(s.rows) for s in shards],
+                "numBytes": str(sum(s.bytes or 0 for s in shards)),
+                "filepathTemplate": FILEPATH_TEMPLATE,
+            }
+        )
+    sources = len(manifest.sources)
+    return {
+        "name": name,
+        "description": f"tf.train.Example records converted by tfrecord-etl from {sources} "
+        "source file(s); manifest.json beside this file describes them.",
+        "version": VERSION,
+        "fileFormat": "tfrecord",
+        "splits": splits,
+    }
+
+
+def write_tfds_metadata(output: str, manifest: Manifest) -> list[str]:
+    """Write dataset_info.json and features.json into `output`; their paths."""
+    documents = {
+        DATASET_INFO: dataset_info(manifest, dataset_name(output)),
+        FEATURES: tfds_features(manifest.features),
+    }
+    paths = []
+    for file, document in documents.items():
+        path = FileSystems.join(output, file)
+        with FileSystems.create(path, mime_type="application/json") as f:
+            f.write(json.dumps(document, indent=2).encode("utf-8"))
+        paths.append(path)
+    return paths

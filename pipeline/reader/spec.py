@@ -1,0 +1,183 @@
+"""The parse spec of an output's Examples and the restore of a parsed batch, from the manifest's
+features alone (TensorFlow's `tf.io` types; no reading of files here).
+
+- `parse_spec(features)` is the `tf.io.parse_example` spec of the Example lists as they are
+  stored: int64 / float32 / string per the feature's kind. Scalars and fixed arrays without
+  nulls are `FixedLenFeature`s (fixed arrays flattened to `[prod(shape)]`); nullable features,
+  variable-length lists and arrays with a variable outer dimension are `RaggedFeature`s with
+  int64 row splits. A float64 column written with keep_float64 is stored as one bytes value per
+  row, so it is a `FixedLenFeature([], string)` when it has no nulls, whatever its shape.
+- `restore(parsed, features)` turns a batched parse result into the user-facing tensors (what
+  comes back as what: pipeline/reader/dataset.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from pipeline.output.manifest import StoredFeature, read_manifest
+from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
+
+__all__ = [
+    "FLOAT64_BYTES",
+    "PRESENT_SUFFIX",
+    "ParseSpec",
+    "StoredFeature",
+    "check_mask_names",
+    "parse_spec",
+    "read_features",
+    "restore",
+]
+
+PRESENT_SUFFIX = "__present"
+
+_KIND_DTYPES = {INT64: tf.int64, FLOAT: tf.float32, BYTES: tf.string}
+_KIND_DEFAULTS: dict[str, Any] = {INT64: 0, FLOAT: 0.0, BYTES: b""}
+
+ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
+
+
+def _as_stored(features: Sequence[StoredFeature | Mapping[str, Any]]) -> list[StoredFeature]:
+    """Manifest features, typed (entries of a manifest's JSON are accepted too)."""
+    return [f if isinstance(f, StoredFeature) else StoredFeature.from_json(f) for f in features]
+
+
+def read_features(output_dir: str) -> list[StoredFeature]:
+    """The features of an output, from its manifest (FileNotFoundError when there is none)."""
+    return list(read_manifest(output_dir).features)
+
+
+def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+    spec = f.spec
+    if spec.encoding not in (VALUES, FLOAT64_BYTES) or spec.kind not in _KIND_DTYPES:
+        raise ValueError(
+            f"feature {spec.name!r}: kind {spec.kind!r} / encoding {spec.encoding!r} is not one "
+            "this reader knows (a manifest from a newer writer?)"
+        )
+    if spec.encoding == FLOAT64_BYTES:  # one bytes value per present row, whatever the shape
+        if f.nullable:
+            return tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)
+        return tf.io.FixedLenFeature([], tf.string)
+    dtype = _KIND_DTYPES[spec.kind]
+    if f.nullable or f.ragged:
+        return tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
+    shape = [] if spec.shape == () else [math.prod(spec.shape)]
+    return tf.io.FixedLenFeature(shape, dtype)
+
+
+def parse_spec(features: Sequence[StoredFeature | Mapping[str, Any]]) -> ParseSpec:
+    """The `tf.io.parse_example` spec of `features` (StoredFeatures or manifest entries)."""
+    return {f.name: _raw_feature(f) for f in _as_stored(features)}
+
+
+def check_mask_names(features: Sequence[StoredFeature], names: set[str]) -> None:
+    """ValueError when the null mask key of one of `features` is a feature name in `names`."""
+    for f in features:
+        key = f.name + PRESENT_SUFFIX
+        if f.has_mask and key in names:
+            raise ValueError(
+                f"feature {f.name!r} is nullable, and its null mask key {key!r} is also the "
+                "name of a feature; rename one of the columns, or read with null_masks=False"
+            )
+
+
+def _with_shape(dense: tf.Tensor, shape: tuple[int, ...]) -> tf.Tensor:
+    """[batch, prod(shape)] -> [batch, *shape] (or [batch] for a scalar)."""
+    if shape == ():
+        return dense[:, 0]
+    return tf.reshape(
+        dense, tf.concat([tf.shape(dense, out_type=tf.int64)[:1], tf.constant(shape, tf.int64)], 0)
+    )
+
+
+def _fill_nulls(raw: tf.RaggedTensor, size: int, default: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    """A [batch, 0-or-size] ragged tensor -> [batch, size] filled with `default`, and presence."""
+    present = raw.row_lengths() > 0
+    dense = raw.to_tensor(default_value=default, shape=[None, size])
+    return dense, present
+
+
+def _restore_values(raw: Any, f: StoredFeature) -> tuple[Any, tf.Tensor | None]:
+    """Encoding "values": (tensor in the stored dtype, presence mask or None)."""
+    shape = f.spec.shape
+    if shape is None:
+        return raw, None
+    if f.ragged:  # [-1, *inner]: the row's values are whole inner arrays
+        inner = shape[1:]
+        values = tf.reshape(raw.values, [-1, *inner])
+        lengths = raw.row_lengths() // math.prod(inner)
+        return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False), None
+    if not f.nullable:
+        return (raw if shape == () else _with_shape(raw, shape)), None
+    dense, present = _fill_nulls(raw, math.prod(shape), _KIND_DEFAULTS[f.spec.kind])
+    return _with_shape(dense, shape), present
+
+
+def _restore_float64_bytes(raw: Any, f: StoredFeature) -> tuple[Any, tf.Tensor | None]:
+    """Encoding "float64_bytes": decode each row's little-endian bytes to float64."""
+    shape = f.spec.shape
+    present = None
+    if f.nullable:
+        dense, present = _fill_nulls(raw, 1, b"")
+        raw = dense[:, 0]  # a null row: no bytes
+    if f.ragged:
+        inner = () if shape is None else shape[1:]
+        flat = tf.io.decode_raw(tf.strings.reduce_join(raw), tf.float64, little_endian=True)
+        values = tf.reshape(flat, [-1, *inner]) if inner else flat
+        lengths = tf.cast(tf.strings.length(raw), tf.int64) // (8 * math.prod(inner))
+        return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False), None
+    size = math.prod(shape)
+    if size == 0:
+        dense = tf.zeros(tf.stack([tf.size(raw, out_type=tf.int64), 0]), tf.float64)
+    else:  # fixed_length pads a null row's empty bytes with zeros
+        dense = tf.io.decode_raw(raw, tf.float64, little_endian=True, fixed_length=8 * size)
+    return _with_shape(dense, shape), present
+
+
+def _cast(value: Any, dtype_name: str) -> Any:
+    target = tf.as_dtype(dtype_name)
+    if value.dtype == target:
+        return value
+    if isinstance(value, tf.RaggedTensor):
+        return value.with_flat_values(tf.cast(value.flat_values, target))
+    return tf.cast(value, target)  # int64 -> bool is `!= 0`
+
+
+def restore(
+    parsed: Mapping[str, Any],
+    features: Sequence[StoredFeature | Mapping[str, Any]],
+    null_masks: bool = True,
+) -> dict[str, Any]:
+    """Turn a batched `tf.io.parse_example(records, parse_spec(features))` result into the
+    user-facing tensors (see the module docstring for what comes back as what).
+
+    `features` are StoredFeatures or manifest feature entries; `parsed` may hold a subset of
+    them (a parse of some columns only). Each feature comes back in its original dtype (bool,
+    int8 .. uint64, float16, float32, float64, string); float64 written without keep_float64
+    holds float32 precision. Fixed arrays are [batch, *shape]; variable-length lists are
+    RaggedTensors [batch, None]. A nullable scalar or fixed array is dense with 0 / 0.0 / "" /
+    False where null, and with `null_masks` its bool mask [batch] is under f"{name}__present"
+    (ValueError when that key is the name of a feature). For a variable-length list a null and
+    an empty list both come back as an empty row.
+    """
+    stored = {f.name: f for f in _as_stored(features)}
+    unknown = sorted(set(parsed) - set(stored))
+    if unknown:
+        raise KeyError(f"parsed features {unknown} are not among the features to restore")
+    wanted = [stored[name] for name in sorted(parsed)]
+    if null_masks:
+        check_mask_names(wanted, set(stored))
+    out: dict[str, Any] = {}
+    for f in wanted:
+        if f.spec.encoding == FLOAT64_BYTES:
+            value, present = _restore_float64_bytes(parsed[f.name], f)
+        else:
+            value, present = _restore_values(parsed[f.name], f)
+        out[f.name] = _cast(value, f.spec.dtype)
+        if null_masks and present is not None:
+            out[f.name + PRESENT_SUFFIX] = present
+    return out
