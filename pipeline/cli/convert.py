@@ -161,6 +161,8 @@ def _convert(
     except (ValueError, OSError) as err:
         message = print_error(err, args.debug)
         return run.report(EXIT_USAGE, "invalid", error=message)
+    for note in claim.notes:
+        log.event("note", f"note: {note}", note=note)
     _note_new_columns(plan, log)
     try:
         return _run(args, plan, engine, claim, log, run)
@@ -184,10 +186,14 @@ def _run(
         with watch:  # the live progress line, until the run ends (pipeline/cli/progress.py)
             result = claim.run(plan, watch.directory, log)
     except KeyboardInterrupt:
+        if not engine.still_running:
+            claim.after_failure()  # the run's temp folders go; what is left stays
         return run.interrupted(dict(engine.facts), engine.still_running)
     except Exception as err:  # the job's failure: report it, exit non-zero, no manifest
-        print_error(err, args.debug, context="the job failed: ")
-        return run.report(EXIT_FAILED, "failed", **engine.facts, error=str(err))
+        where = "" if engine.still_running else claim.after_failure()
+        print_error(err, args.debug, context="the job failed: ", suffix=where)
+        error = f"{err}; {where}" if where else str(err)
+        return run.report(EXIT_FAILED, "failed", **engine.facts, error=error)
     if result.status == DRY_RUN:
         facts = result.facts
         print(f"dry run: job {result.extra['job_name']} built, not submitted ({facts['runner']})")

@@ -44,13 +44,15 @@ def one_line(message: str) -> str:
     return "; ".join(line for line in lines if line)
 
 
-def print_error(err: BaseException, debug: bool = False, context: str = "") -> str:
-    """Print `tfrecord-etl: error: <context><message>` on stderr, after the traceback of `err`
-    when `debug` (without it, an error that is not the user's says so); return the message
-    (what the JSON summary line says)."""
+def print_error(
+    err: BaseException, debug: bool = False, context: str = "", suffix: str = ""
+) -> str:
+    """Print `tfrecord-etl: error: <context><message>[; <suffix>]` on stderr, after the
+    traceback of `err` when `debug` (without it, an error that is not the user's says so);
+    return the message (what the JSON summary line says)."""
     if debug:
         traceback.print_exception(err, file=sys.stderr)
-    message = context + one_line(str(err))
+    message = context + one_line(str(err)) + (f"; {suffix}" if suffix else "")
     hint = ""
     if not debug and not isinstance(err, USER_ERRORS):  # a fault of the program: where is it?
         hint = f" ({type(err).__name__}; --debug shows the traceback)"

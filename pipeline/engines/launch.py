@@ -1,23 +1,26 @@
 """What the launcher does once per run, whatever the engine: take the output's lease, clear the
 output, hand the plan to the engine, release the lease when the run ends.
 
-`claim_output` comes first: once the lease is held (pipeline/output/lease.py) a complete output
-is refused or, with `--overwrite`, cleared, and what an unfinished run left is removed
-(pipeline/output/directory.py). An error there is the user's and raises before the engine runs.
+`claim_output` comes first: once the lease is held (pipeline/output/lease.py) the output is
+checked and prepared (pipeline/output/directory.py: links inside it refused, or removed with
+`--overwrite`; a complete output refused, or cleared with `--overwrite`; what an unfinished run
+left removed). An error there is the user's and raises before the engine runs, with nothing
+deleted.
 `OutputClaim.run` then runs the engine with the lease's run id; `OutputClaim.release` removes
 the lease, unless the engine says the job goes on elsewhere (a Dataflow job not waited for
-removes its lease when it commits).
+removes its lease when it commits). After a failed run, `OutputClaim.after_failure` removes the
+run's temp folders and says what was cleared and what is left.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from pipeline.engines.interface import Engine, EngineResult, EventLog, RunContext
 from pipeline.job.plan import JobPlan
-from pipeline.output.directory import clear_leftovers, clear_previous_output
+from pipeline.output.directory import Cleared, describe_left, prepare_output, remove_run_temp
 from pipeline.output.lease import Lease, acquire_lease, release_lease
+from transforms import fs
 
 __all__ = ["OutputClaim", "claim_output"]
 
@@ -29,6 +32,8 @@ class OutputClaim:
     output: str
     engine: Engine
     lease: Lease | None = None
+    cleared: Cleared = dataclasses.field(default_factory=Cleared)  # what preparing removed
+    notes: list[str] = dataclasses.field(default_factory=list)  # to show (links removed)
 
     @property
     def run_id(self) -> str | None:
@@ -39,6 +44,25 @@ class OutputClaim:
     ) -> EngineResult:
         """The engine's run of `plan` under this claim."""
         return self.engine.run(plan, RunContext(self.run_id, progress_dir, log))
+
+    def after_failure(self) -> str:
+        """After the run failed: remove its temp folders (a local output; what a re-run would
+        clear anyway) and say in one phrase what was cleared before and what is left."""
+        if fs.is_local(self.output):
+            remove_run_temp(self.output)
+        said = []
+        if self.cleared.describe():
+            said.append(f"before it failed, the run had removed {self.cleared.describe()}")
+        if fs.is_local(self.output):
+            left = describe_left(self.output)
+            if left == "nothing":
+                said.append(f"nothing is left in {self.output}")
+            else:
+                said.append(
+                    f"left in {self.output}: {left} (no manifest: no reader takes them, and the "
+                    "next run clears them)"
+                )
+        return "; ".join(said)
 
     def release(self) -> str | None:
         """Remove the lease unless the job goes on elsewhere; a warning's text when it could
@@ -61,14 +85,10 @@ def claim_output(plan: JobPlan, engine: Engine) -> OutputClaim:
         claim.lease = acquire_lease(config.output, engine.lease_options, waits=engine.waits)
     try:
         if engine.clears_output:
-            clear_previous_output(config.output, config.overwrite)
-            clear_leftovers(config.output, config.splits)
+            claim.cleared, claim.notes = prepare_output(
+                config.output, config.overwrite, config.splits
+            )
     except BaseException:
         claim.release()
         raise
     return claim
-
-
-def engine_fields(engine: Engine) -> dict[str, Any]:
-    """The summary's engine fields as known now (a copy)."""
-    return dict(engine.facts)

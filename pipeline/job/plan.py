@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from pipeline.job.config import JobConfig
 from pipeline.output.drift import check_drift, load_expected
+from pipeline.output.entries import link_error, scan
 from pipeline.output.layouts import check_layout_features
 from transforms.batch import TableBatch
 from transforms.convert import Conversion
@@ -109,6 +110,13 @@ class JobPlan:
         """Whether the records of every split are grouped by shard (no rolling write)."""
         config = self.config
         return config.num_shards > 0 or len(config.shuffle) == len(config.splits)
+
+
+def _no_links(directory: str) -> None:
+    """LinkInOutputError when a link stands inside `directory` (an output's files, read)."""
+    found = scan(directory).links
+    if found:
+        raise link_error(directory, found[0][0])
 
 
 def _first_batch(work: WorkItem, fmt: str, schema: pa.Schema, config: JobConfig) -> TableBatch:
@@ -281,6 +289,7 @@ def plan_job(config: JobConfig) -> JobPlan:
     if config.transform_artifacts:
         if preprocess is None:
             raise StepError("transform_artifacts is given but the config has no transforms")
+        _no_links(config.transform_artifacts)  # another output's files: never through a link
         artifacts = check_artifacts(config.transform_artifacts, preprocess)  # before clearing
     features = schema if preprocess is None else preprocess.output_schema
     shapes = _inferred_shapes(features, config.columns, sample, schema, work[0].path)

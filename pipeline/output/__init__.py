@@ -3,7 +3,9 @@ touches the directory's entries.
 
 - `manifest`: the typed manifest (`Manifest`), the contract between writer and readers;
   `checks`: what its JSON passes before it is read; `sequence`: its `sequence` section;
-- `directory`: refusing or clearing a complete output, removing what an unfinished run left;
+- `entries`: the one rule for the directory's entries: nothing inside an output is followed
+  through a link; `directory`: checking and clearing an output before a run, and what a
+  failed run cleared and left;
 - `lease`: one run at a time writes an output (`_LEASE`);
 - `schema`: `schema.pbtxt`; `drift`: the schema-drift gate; `layouts/`: TFDS and TFX metadata.
 

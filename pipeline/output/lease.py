@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import socket
@@ -33,6 +34,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pipeline.output.entries import EntryKindError, LinkInOutputError, is_link
 from transforms.fs import FileSystems
 
 if TYPE_CHECKING:
@@ -139,6 +141,12 @@ def _read(path: str, options: PipelineOptions | None = None) -> tuple[Lease, Any
                 return None
             data, generation = found
         elif _is_local(path):
+            if is_link(path):  # never read (nor removed) through a link (entries.py)
+                raise LinkInOutputError(
+                    f"{path} is a symbolic link (to {os.readlink(path)}): the output's lease is "
+                    "never read or removed through a link; remove the link (its target is kept) "
+                    "and run again"
+                )
             try:
                 with open(path, "rb") as f:
                     data = f.read()
@@ -165,11 +173,24 @@ def _create(path: str, lease: Lease, options: PipelineOptions | None) -> bool:
     """Create the lease if there is none; False when one is there."""
     data = json.dumps(lease.to_json(), indent=1).encode("utf-8")
     if _is_local(path):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        output = os.path.dirname(path)
+        if os.path.exists(output) and not os.path.isdir(output):
+            raise EntryKindError(
+                f"the output path {output} is a file where the job writes a folder; nothing was "
+                "deleted: move it away, or write to another directory"
+            )
         try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
+        except OSError as err:
+            if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+                raise OSError(
+                    f"cannot write into the output directory {output}: {err.strerror} "
+                    f"(creating {path}); nothing was changed"
+                ) from err
+            raise
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.output.checks import TF_COMPRESSION, check_manifest_json
+from pipeline.output.entries import check_no_link
 from transforms import fs
 from transforms.encode.features import FeatureSpec
 
@@ -370,7 +371,7 @@ def read_manifest(output_dir: str, strict: bool = False) -> Manifest:
     """The manifest of the output in `output_dir`; FileNotFoundError when there is none,
     ValueError when it is malformed or of another version (see `Manifest.from_json`)."""
 
-    path = manifest_path(output_dir)
+    path = check_no_link(output_dir, manifest_path(output_dir))
     if not fs.exists(path):
         raise FileNotFoundError(
             f"{path}: no manifest; the directory is not a complete tfrecord-etl output"

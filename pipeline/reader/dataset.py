@@ -38,10 +38,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from pipeline.output.entries import entry
 from pipeline.output.manifest import Manifest, read_manifest
 from pipeline.reader.sequence import sequence_parser, sequence_spec
 from pipeline.reader.spec import ParseSpec, check_mask_names, parse_spec, restore
-from transforms.fs import FileSystems
 
 __all__ = ["feature_spec", "load_dataset"]
 
@@ -65,7 +65,7 @@ def _split_files(manifest: Manifest, output_dir: str, split: str) -> list[str]:
         raise ValueError(
             f"{output_dir}: split {split!r} is not in the manifest (splits: {sorted(splits)})"
         )
-    return [FileSystems.join(output_dir, name) for name in splits[split].files]
+    return [entry(output_dir, name) for name in splits[split].files]  # no link followed
 
 
 def _check_arguments(batch_size: int, shuffle_buffer: int, repeat: bool | int) -> None:

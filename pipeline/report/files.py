@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+from pipeline.output.entries import check_no_link
 from pipeline.output.manifest import MANIFEST_NAME, Manifest
 from transforms.confine import check_inside
 from transforms.fs import FileSystems
@@ -42,7 +43,11 @@ def _remote(path: str) -> bool:
 
 
 def join(output: str, relative: str) -> str:
-    return posixpath.join(output, relative) if _remote(output) else os.path.join(output, relative)
+    """The path of `relative` inside `output`; LinkInOutputError when a link stands on its way
+    (pipeline/output/entries.py: nothing inside an output is read or written through a link)."""
+    if _remote(output):
+        return posixpath.join(output, relative)
+    return check_no_link(output, os.path.join(output, relative))
 
 
 def read_bytes(path: str) -> bytes:

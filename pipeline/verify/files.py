@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import posixpath
 import re
 
 import numpy as np
 
+from pipeline.output.entries import link_on_way
 from pipeline.output.manifest import BadRowFiles, Manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.frames import frame_blocks
@@ -24,6 +26,14 @@ _SPAN = 16 * BATCH  # records checked in one compiled pass (a multiple of BATCH)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})")
 
 
+def _link_text(link: str, split: str | None) -> str:
+    where = f" (split {split})" if split else ""
+    return (
+        f"{link}: a symbolic link (to {os.readlink(link)}) inside the output{where}; nothing "
+        "inside an output is read through a link, so what it points to was not checked"
+    )
+
+
 def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[str]:
     """Listed shards that exist; findings for missing, stale and incompletely named shards."""
     listed, existing = set(), set()
@@ -32,7 +42,10 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
         for name in entry.files:
             path = fs.join(output, name)
             listed.update((name, posixpath.basename(name)))
-            if fs.exists(path):
+            link = link_on_way(output, path)
+            if link is not None:  # never read through a link (pipeline/output/entries.py)
+                findings.add(Finding("files", _link_text(link, split), split=split, file=path))
+            elif fs.exists(path):
                 existing.add(path)
             else:
                 findings.add(
@@ -86,6 +99,10 @@ def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dic
         # The manifest holds the path as written; only the file of that name beside this
         # manifest is read (the output may have been moved; a listed path elsewhere never is).
         path = fs.join(output, ERRORS_DIR, posixpath.basename(listed))
+        link = link_on_way(output, path)
+        if link is not None:
+            findings.add(Finding("bad_rows", _link_text(link, None), file=listed))
+            continue
         if not fs.exists(path):
             findings.add(
                 Finding(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from pipeline.output.entries import entry
 from pipeline.output.manifest import manifest_path, read_manifest
 from pipeline.verify.example_pb import Example, SequenceExample
 from transforms import fs
@@ -87,7 +88,7 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
     from the first records; and the first `limit` records of the file (or first shard)."""
     if fs.exists(manifest_path(path)):
         manifest = read_manifest(path)
-        files = [fs.join(path, f) for f in manifest.files()]
+        files = [entry(path, f) for f in manifest.files()]  # no link followed
         records: list[bytes] = []
         for f in files:
             records += list(read_records(f, limit - len(records)))
