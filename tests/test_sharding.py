@@ -20,7 +20,7 @@ from transforms.encode.records import EncodedBatch, concat_batches, encode_table
 from transforms.encode.schema import plan_features
 from transforms.read.work import WorkItem
 from transforms.write.files import BlockFile
-from transforms.write.grouped import gather_records, shard_ids, shuffle_keys
+from transforms.write.grouped.records import gather_records, shard_ids, shuffle_keys
 from transforms.write.sizing import csv_bytes_per_row, plan_shards, plan_tasks
 from transforms.write.task_files import TaskFiles
 
@@ -311,7 +311,8 @@ def test_num_shards_with_gzip_packs_large_pieces_before_the_shuffle(tmp_path):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from transforms.write.beam import WriteShards
-    from transforms.write.grouped import PACK_MIN_BYTES, ToShardsFn
+    from transforms.write.grouped.beam import ToShardsFn
+    from transforms.write.grouped.records import PACK_MIN_BYTES
 
     big = [_framed(40_000, seed=k, source=f"f{k}", first=40_000 * k) for k in range(3)]
     small = [_framed(500, seed=9, source="g", first=0)]

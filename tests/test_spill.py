@@ -17,19 +17,21 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms.encode.records import EncodedBatch, concat_batches, encode_table
 from transforms.encode.schema import plan_features
-from transforms.write import grouped, spill
 from transforms.write.beam import WriteShards
 from transforms.write.compression import file_suffix, gzip_compressor
-from transforms.write.grouped import (
+from transforms.write.grouped import beam as grouped_beam
+from transforms.write.grouped import pieces, spill
+from transforms.write.grouped import records as grouped
+from transforms.write.grouped.beam import ToShardsFn
+from transforms.write.grouped.records import (
     BlockRuns,
-    ToShardsFn,
     bucket_ids,
     framed_offsets,
     gather_records,
     shard_ids,
     shuffle_keys,
 )
-from transforms.write.spill import bucket_groups, buckets_per_shard
+from transforms.write.grouped.spill import bucket_groups, buckets_per_shard
 
 
 def _framed(
@@ -196,7 +198,7 @@ def test_equal_keys_keep_the_origin_order(tmp_path, monkeypatch):
     def coarse(batch: EncodedBatch, seed: int) -> np.ndarray:
         return (shuffle_keys(batch, seed) >> np.uint64(61)) << np.uint64(61)
 
-    monkeypatch.setattr(grouped, "shuffle_keys", coarse)
+    monkeypatch.setattr(pieces, "shuffle_keys", coarse)
     monkeypatch.setattr(spill, "SORT_BYTES", 16 << 10)
     batches = [_framed(300, seed=k, source=f"f{(5 * k) % 7}", first=k) for k in range(7)]
     _write(batches, str(tmp_path / "s"), num_shards=2, shuffle_seed=1, compression="none")
@@ -223,7 +225,7 @@ def test_a_missing_spill_file_is_named(tmp_path):
     refs = _run_to_shards([_framed(100)], tmp_path, num_shards=1, seed=2)
     (path,) = {ref.path for _, ref in refs}
     Path(path).unlink()
-    fn = grouped.WriteShardFn("s", str(tmp_path), "none", None, "isal", 2)
+    fn = grouped_beam.WriteShardFn("s", str(tmp_path), "none", None, "isal", 2)
     fn.setup()
     with pytest.raises(FileNotFoundError, match="spill file of the grouped write is missing"):
         list(fn.process((0, [ref for _, ref in refs])))

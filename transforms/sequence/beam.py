@@ -20,7 +20,7 @@ from transforms.encode.beam import STATS_TAG, split_tag
 from transforms.encode.records import BatchStats
 from transforms.sequence.encode import STAGE, encode_groups
 from transforms.sequence.spill import RowsRef, read_bucket, spill_batch
-from transforms.write.spill import SpillWriter
+from transforms.write.grouped.spill import SpillWriter
 
 __all__ = ["EncodeSequences"]
 

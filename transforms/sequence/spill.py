@@ -1,6 +1,6 @@
 """Rows on their way to their sequence, in bounded memory: each batch's rows are cut by bucket
 (a hash of the row's key, so every row of a sequence lands in the same bucket), each piece is
-written to a spill file in the job's temp directory (transforms/write/spill.py), and only a
+written to a spill file in the job's temp directory (transforms/write/grouped/spill.py), and only a
 `RowsRef` to where it lies crosses the GroupByKey. The bucket's encoder then reads its pieces
 back: it holds one bucket's rows, not the whole input.
 
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from transforms.batch import TableBatch, source_rows
 from transforms.sequence.encode import GroupRows
 from transforms.sequence.groups import key_hashes
-from transforms.write.spill import SpillReader, SpillWriter
+from transforms.write.grouped.spill import SpillReader, SpillWriter
 
 __all__ = ["BUCKET_BYTES", "RowsRef", "read_bucket", "sequence_buckets", "spill_batch"]
 

@@ -32,9 +32,9 @@ from transforms.write.compression import (
 )
 from transforms.write.files import ShardFile
 from transforms.write.finalize import finalize_shards
-from transforms.write.grouped import ToShardsFn, WriteShardFn
+from transforms.write.grouped.beam import ToShardsFn, WriteShardFn
+from transforms.write.grouped.spill import buckets_per_shard
 from transforms.write.rolling import RollingWriteFn
-from transforms.write.spill import buckets_per_shard
 
 __all__ = [
     "COMPRESSIONS",
