@@ -62,18 +62,31 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
+def _pss_bytes(pid: int) -> int:
+    """The process's proportional set size: a page shared by k processes counts 1/k each."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
 class TreeRss(threading.Thread):
-    """Samples the summed RSS of a process and its descendants; keeps the peak."""
+    """Samples the summed RSS and PSS of a process and its descendants; keeps the peaks."""
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval, self.peak = pid, interval, 0
+        self.pid, self.interval, self.peak, self.peak_pss = pid, interval, 0, 0
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            total = sum(_rss_bytes(p) for p in _children({self.pid}))
-            self.peak = max(self.peak, total)
+            pids = _children({self.pid})
+            self.peak = max(self.peak, sum(_rss_bytes(p) for p in pids))
+            self.peak_pss = max(self.peak_pss, sum(_pss_bytes(p) for p in pids))
             self._stop_event.wait(self.interval)
 
     def stop(self) -> None:
@@ -124,6 +137,7 @@ def run_process(cmd: Sequence[str], log: Path) -> dict[str, Any]:
         "cpu_s": usage["cpu_s"],
         "max_rss_mb": usage["max_rss_kb"] / 1024,  # the largest single process in the tree
         "tree_rss_mb": sampler.peak / 2**20,  # summed over the process tree, sampled every 0.2 s
+        "tree_pss_mb": sampler.peak_pss / 2**20,  # the same, shared pages split between them
         "rc": usage["rc"],
     }
     if result["rc"] != 0:

@@ -44,16 +44,18 @@ def test_a_beam_option_means_beam(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("config", "reason"),
-    [
-        ({"num_shards": 2}, "--num-shards and --shuffle"),
-        ({"num_shards": 2, "shuffle": ("train",)}, "--num-shards and --shuffle"),
-        ({"sink": "tfrecordio", "compression": "none"}, "tfrecordio sink"),
-    ],
+    "config",
+    [{"num_shards": 2}, {"num_shards": 2, "shuffle": ("train",)}, {"shuffle": ("train",)}],
 )
-def test_grouped_writes_and_beams_sink_run_on_beam(tmp_path, config, reason):
+def test_grouped_writes_run_in_process(tmp_path, config):
     plan = _plan(tmp_path, **config)
-    assert reason in unsupported(plan)
+    assert unsupported(plan) is None
+    assert choose_engine("auto", [], plan) == "in-process"
+
+
+def test_beams_own_sink_runs_on_beam(tmp_path):
+    plan = _plan(tmp_path, sink="tfrecordio", compression="none")
+    assert "tfrecordio sink" in unsupported(plan)
     assert choose_engine("auto", [], plan) == "beam"
     with pytest.raises(ValueError, match="--engine in-process cannot run this job"):
         choose_engine("in-process", [], plan)
@@ -68,7 +70,7 @@ def test_an_object_store_path_runs_on_beam(tmp_path):
     assert choose_engine("auto", [], remote) == "beam"
 
 
-def test_a_grouped_sequence_runs_on_beam(tmp_path):
+def test_a_grouped_sequence_runs_in_process(tmp_path):
     path = tmp_path / "events.parquet"
     pq.write_table(pa.table({"user": ["a", "a", "b"], "ts": [2, 1, 5], "v": [1.0, 2.0, 3.0]}), path)
     config = tmp_path / "seq.yaml"
@@ -76,13 +78,13 @@ def test_a_grouped_sequence_runs_on_beam(tmp_path):
     from pipeline.job.config import load_config
 
     plan = plan_job(load_config(str(config), {"input": [str(path)], "output": str(tmp_path / "o")}))
-    assert "grouped sequence" in unsupported(plan)
-    assert choose_engine("auto", [], plan) == "beam"
+    assert plan.sequence.grouped and unsupported(plan) is None
+    assert choose_engine("auto", [], plan) == "in-process"
 
 
 def test_engine_in_process_refusal_is_one_line(run_cli_captured, tmp_path):
     out = tmp_path / "out"
-    flags = ["--engine", "in-process", "--num-shards", "2"]
+    flags = ["--engine", "in-process", "--sink", "tfrecordio", "--compression", "none"]
     result = run_cli_captured(["convert", "--input", SAMPLE, "--output", out, *flags])
     assert result.code == 2
     lines = [line for line in result.err.splitlines() if line.strip()]
@@ -136,13 +138,13 @@ def test_in_process_convert_imports_no_beam(tmp_path):
 def test_ctrl_c_stops_a_run_with_one_line(monkeypatch, run_cli_captured, tmp_path):
     """Ctrl-C in a run: one line, exit 130, the JSON line says "interrupted", the lease is gone
     and the output has no manifest; the next run goes ahead."""
-    import pipeline.engines.inprocess
+    import pipeline.engines.inprocess.engine
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     out = tmp_path / "out"
-    monkeypatch.setattr(pipeline.engines.inprocess, "run_in_process", interrupted)
+    monkeypatch.setattr(pipeline.engines.inprocess.engine, "run_in_process", interrupted)
     result = run_cli_captured(["convert", "--input", SAMPLE, "--output", out])
     assert result.code == 130
     assert result.err.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")

@@ -5,8 +5,9 @@ The cases cover the bundled sample (Parquet and CSV), the peer data (TFX's taxi 
 Parquet), a table of every supported type, splits (whole-row hash and split_key), preprocessing
 with analyzers, `--num-shards`, `--shuffle`, bad rows, every compression and both sinks.
 
-Every case runs through Beam (`--engine beam`), and the cases the in-process engine can run
-(pipeline/engines/choose.py) run through it too, against the same digest.
+Every case runs through Beam (`--engine beam`), and every case the in-process engine can run
+(pipeline/engines/choose.py: all but Beam's own sink) runs through it too, on 1, 2 and 7
+worker processes, against the same digest.
 
 Per case the digest holds the normalized manifest (times, versions and this machine's paths
 taken out) and, per split, the record count and a hash of the sorted record hashes (records as
@@ -109,20 +110,13 @@ CASES: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "bad_rows_csv": ("bad.csv", {"max_bad_rows": 10}, []),
 }
 
-# The cases the in-process engine runs (pipeline/engines/choose.py: no grouped write, the blocks
-# sink):
-# each runs through both engines, which must give the same digest.
-IN_PROCESS = (
-    "sample_parquet",
-    "sample_csv",
-    "sample_split_key_small_shards",
-    "peer_csv",
-    "peer_parquet_splits",
-    "peer_csv_preprocess",
-    "all_types",
-    "bad_rows_csv",
-)
-RUNS = [(name, "beam") for name in CASES] + [(name, "in-process") for name in IN_PROCESS]
+# Every case but Beam's own sink runs in-process too (pipeline/engines/choose.py), on 1, 2 and
+# 7 worker processes: each must give the Beam run's digest.
+IN_PROCESS = tuple(name for name, (_, _, flags) in CASES.items() if "tfrecordio" not in flags)
+WORKERS = (1, 2, 7)
+RUNS = [(name, "beam", 0) for name in CASES] + [
+    (name, "in-process", n) for name in IN_PROCESS for n in WORKERS
+]
 
 BAD_CSV = (
     'id,amount,name\n1,1.5,a\n2,not-a-number,b\n3,0,c\n4,2.5\n5,3.5,"quoted, with comma"\n6,,\n'
@@ -214,7 +208,7 @@ def digest_output(output: Path, shuffled: bool) -> dict[str, Any]:
 
 
 def run_case(
-    name: str, inputs: dict[str, Path], work: Path, engine: str = "beam"
+    name: str, inputs: dict[str, Path], work: Path, engine: str = "beam", workers: int = 0
 ) -> dict[str, Any]:
     source, config, flags = CASES[name]
     if source not in inputs:
@@ -222,6 +216,8 @@ def run_case(
     out = work / name
     args = ["convert", "--input", str(inputs[source]), "--output", str(out), *flags]
     args += ["--engine", engine]
+    if workers:
+        args += ["--workers", str(workers)]
     if config:
         path = work / f"{name}.yaml"
         path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
@@ -250,9 +246,9 @@ def golden() -> dict[str, Any]:
 _written: dict[str, Any] = {}
 
 
-@pytest.mark.parametrize(("name", "engine"), RUNS)
-def test_output_unchanged(name, engine, inputs, golden, tmp_path):
-    got = run_case(name, inputs, tmp_path, engine)
+@pytest.mark.parametrize(("name", "engine", "workers"), RUNS)
+def test_output_unchanged(name, engine, workers, inputs, golden, tmp_path):
+    got = run_case(name, inputs, tmp_path, engine, workers)
     if WRITE and engine == "beam":
         _written[name] = got
         GOLDEN.parent.mkdir(exist_ok=True)

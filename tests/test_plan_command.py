@@ -132,11 +132,18 @@ def test_user_errors(tmp_path, args, text):
 def test_the_engine_convert_would_use(tmp_path):
     out = str(tmp_path / "out")
     base = ["--input", SAMPLE_PARQUET, "--output", out]
-    assert plan(*base)["engine"] == {"name": "in-process", "why": "this process, without Beam"}
-    grouped = plan(*base, "--num-shards", "2")["engine"]
-    assert grouped["name"] == "beam" and "--num-shards" in grouped["why"]
+    engine = plan(*base)["engine"]
+    assert engine["name"] == "in-process" and engine["why"] == "this process, without Beam"
+    assert engine["workers"] == len(os.sched_getaffinity(0))
+    assert "the cores this process may use" in engine["workers_why"]
+    assert plan(*base, "--workers", "3")["engine"]["workers"] == 3
+    assert plan(*base, "--num-shards", "2")["engine"]["name"] == "in-process"
+    sink = plan(*base, "--sink", "tfrecordio", "--compression", "none")["engine"]
+    assert sink["name"] == "beam" and "tfrecordio" in sink["why"]
     assert plan(*base, "--runner=FnApiRunner")["engine"]["why"] == "Beam options given"
     text = run_cli_captured(["plan", *base, "--engine", "beam"])
     assert "engine: beam (--engine beam)" in text.out.splitlines()
-    refused = run_cli_captured(["plan", *base, "--engine", "in-process", "--shuffle"])
+    refused = run_cli_captured(
+        ["plan", *base, "--engine", "in-process", "--sink", "tfrecordio", "--compression", "none"]
+    )
     assert refused.code == 2 and "cannot run this job" in refused.err

@@ -23,7 +23,7 @@ __all__ = ["inspect", "plan", "verify"]
 def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str] = ()) -> int:
     """`tfrecord-etl plan`: the job's plan as lines (or one JSON object); nothing written."""
     from pipeline.cli.plan_summary import format_plan, summarize_plan
-    from pipeline.engines.choose import choose_engine, engine_reason
+    from pipeline.engines.choose import choose_engine, engine_reason, workers
     from pipeline.job.config import load_config
     from pipeline.job.dates import apply_date, parse_date
     from pipeline.job.plan import plan_job
@@ -38,6 +38,9 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence
             "name": engine,
             "why": engine_reason(engine, config.engine, beam_args, job),
         }
+        if engine == "in-process":
+            count, why = workers(config.workers)
+            summary["engine"].update(workers=count, workers_why=why)
     except USER_ERRORS as err:
         print_error(err, args.debug)
         return EXIT_USAGE

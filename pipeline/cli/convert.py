@@ -26,7 +26,7 @@ from pipeline.cli.errors import (
 from pipeline.cli.joblog import JobLog, job_log
 from pipeline.cli.progress import ProgressWatch, planned_rows
 from pipeline.cli.summary import run_summary, summary_line
-from pipeline.engines.choose import choose_engine
+from pipeline.engines.choose import choose_engine, workers
 from pipeline.engines.interface import DRY_RUN, SUBMITTED, Engine, EngineResult
 from pipeline.engines.launch import OutputClaim, claim_output
 from pipeline.job.config import load_config
@@ -143,7 +143,7 @@ def _open_engine(
         return BeamEngine(plan, beam_args, getattr(args, "wait", None), run.date, log)
     from pipeline.engines.inprocess import InProcessEngine
 
-    return InProcessEngine()
+    return InProcessEngine(workers(plan.config.workers)[0])
 
 
 def _convert(

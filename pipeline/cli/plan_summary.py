@@ -136,6 +136,11 @@ def format_plan(summary: dict[str, Any]) -> str:
             f"        {name:<12} {split['rows']:>14,} {shards:>8} {_size(split['bytes']):>14}"
         )
     if "engine" in summary:  # which engine convert would run it on (pipeline/engines/choose.py)
-        lines.append(f"engine: {summary['engine']['name']} ({summary['engine']['why']})")
+        engine = summary["engine"]
+        lines.append(f"engine: {engine['name']} ({engine['why']})")
+        if "workers" in engine:
+            lines.append(
+                f"        {engine['workers']} worker process(es) ({engine['workers_why']})"
+            )
     lines.append("nothing was written (tfrecord-etl convert with the same flags runs the job)")
     return "\n".join(lines)

@@ -1,15 +1,30 @@
-"""Which engine runs a convert job: Beam (any runner), or this process without Beam
-(pipeline/engines/inprocess.py) for a local job that needs no grouping. Decided from the plan
-and the command line before Beam is imported."""
+"""Which engine runs a convert job, Beam (any runner) or this machine's cores without Beam
+(pipeline/engines/inprocess/), and on how many worker processes. Decided from the plan and the
+command line before Beam is imported."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from pipeline.job.plan import JobPlan
 from transforms import fs
 
-__all__ = ["choose_engine", "engine_reason", "unsupported"]
+__all__ = ["choose_engine", "engine_reason", "unsupported", "workers"]
+
+
+def workers(requested: int) -> tuple[int, str]:
+    """(worker processes, why) of an in-process run: `requested`, or with 0 the cores this
+    process may run on (its CPU affinity: what a container or `taskset` allows)."""
+    if requested > 0:
+        return requested, f"--workers {requested}"
+    try:
+        cores = len(os.sched_getaffinity(0))
+        where = "the cores this process may use"
+    except (AttributeError, OSError):  # no affinity on this platform
+        cores = os.cpu_count() or 1
+        where = "the machine's cores"
+    return max(1, cores), f"{where}; --workers N to choose"
 
 
 def unsupported(plan: JobPlan) -> str | None:
@@ -19,10 +34,6 @@ def unsupported(plan: JobPlan) -> str | None:
         return "it reads and writes local files only"
     if config.sink != "blocks":
         return "the tfrecordio sink is Beam's own"
-    if config.num_shards > 0 or config.shuffle:
-        return "--num-shards and --shuffle group the records by shard"
-    if plan.sequence is not None and plan.sequence.grouped:
-        return "a grouped sequence meets its rows by key"
     return None
 
 

@@ -66,6 +66,7 @@ class JobConfig:
     stats: bool = True  # feature statistics per split (transforms/stats/)
     report: bool = False  # write report.html after the run (not recorded in the manifest)
     engine: str = "auto"  # what runs the job (pipeline/engines/choose.py; not recorded)
+    workers: int = 0  # the in-process engine's processes; 0: this machine's cores (not recorded)
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -247,6 +248,8 @@ def _job_config(values: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"{flag} is required (on the command line or as a key in --config)")
     if values.get("num_shards", 0) < 0:
         raise ConfigError("num_shards: must be 0 (the runner decides) or more")
+    if values.get("workers", 0) < 0:
+        raise ConfigError("workers: must be 0 (every core this process may use) or more")
     if values.get("max_bad_rows", 0) < 0:
         raise ConfigError("max_bad_rows: must be 0 or more")
     if not 0.0 <= values.get("max_bad_fraction", 0.0) <= 1.0:

@@ -43,9 +43,9 @@ class Option:
     also takes a list of split names: `shuffle`). Options of form "paths" and "switch" have
     their own config parser (pipeline/job/config.py). Flags of the command only (COMMAND_FORMS):
     "command" (as "bool" for types (bool,), else one value, of `choices` if given) and
-    "negatable" (`--x` and `--no-x`).
-    their own config parser (pipeline/job/config.py). `recorded=False`: the manifest's `config`
-    section leaves it out (it acts after the job, on nothing the records hold: `report`).
+    "negatable" (`--x` and `--no-x`). `recorded=False`: the manifest's `config` section leaves
+    it out (it acts on how the job runs, or after it, on nothing the records hold: `report`,
+    `engine`, `workers`).
     """
 
     key: str
@@ -163,6 +163,13 @@ OPTIONS: tuple[Option, ...] = (
         "--num-shards/--shuffle), or auto (default: in-process when it can and no Beam option "
         "is given)",
         choices=ENGINES,
+        recorded=False,
+    ),
+    Option(
+        "workers",
+        (int,),
+        "worker processes of the in-process engine (default 0: every core this process may "
+        "use); the output is the same for any number",
         recorded=False,
     ),
 )

@@ -7,6 +7,7 @@ import dataclasses
 import uuid
 import zlib
 from collections.abc import Callable
+from typing import BinaryIO
 
 import numpy as np
 
@@ -97,6 +98,18 @@ class BlockFile:
         self.rows += rows
         self.framed += framed_bytes
         self._told(rows, len(data))
+
+    def write_copied(
+        self, copy: Callable[[BinaryIO], None], size: int, rows: int, framed: int
+    ) -> None:
+        """A block as stored (a gzip member, or framed records without compression), appended
+        by `copy(file)` (blocks.py: copied in the kernel): `size` bytes, `rows` records of
+        `framed` framed bytes."""
+        copy(self._file)
+        self.bytes += size
+        self.rows += rows
+        self.framed += framed
+        self._told(rows, size)
 
     def append(self, other: ShardPart) -> None:
         """Append the records of a closed temp file of the same compression, and delete it.

@@ -1,6 +1,7 @@
 """The files one read task writes for one split, in the rolling write (the default sink): a
 file is closed at the target size and the next one opened; the last, small one is folded into
-the one before. Used by the Beam writer (rolling.py) and the in-process engine alike."""
+the one before. Used by the Beam writer (rolling.py) and the in-process engine alike, which
+also hands it batches compressed ahead of their file (`write_block`, blocks.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from transforms.encode.records import EncodedBatch
+from transforms.write.blocks import BlockReader, BlockRef, block_batch
 from transforms.write.files import BlockFile, ShardPart
 
 __all__ = ["TaskFiles"]
@@ -44,6 +46,27 @@ class TaskFiles:
         room = (self._limit * 1.02 - cur.bytes) / max(ratio, 1e-6)
         fit = int(np.searchsorted(offsets[start:] - offsets[start], room, side="right")) - 1
         return max(1, fit)
+
+    def write_block(self, ref: BlockRef, blocks: BlockReader) -> list[ShardPart]:
+        """A batch spilled as one block (blocks.py), written as `write` writes the batch: the
+        block copied as it is when the batch goes whole into the current file (the same bytes
+        `write` makes of it), else the batch, read back, cut where `write` cuts it."""
+        if self._cur is None:
+            self._cur = self._new_file(self._seq)
+            self._seq += 1
+        cur = self._cur
+        ratio = cur.bytes / cur.framed if cur.framed and cur.bytes else self._ratio
+        room = (self._limit * 1.02 - cur.bytes) / max(ratio, 1e-6)  # as in _room
+        if not ref.as_stored or (ref.framed_bytes > room and ref.rows > 1):
+            return self.write(block_batch(ref, blocks.read(ref)))  # zlib, or a cut: as write()
+        cur.write_copied(lambda f: blocks.copy(ref, f), ref.size, ref.rows, ref.framed_bytes)
+        done = []
+        if self._full():
+            self._ratio = cur.bytes / cur.framed
+            if self._prev is not None:
+                done.append(self._prev.close())
+            self._prev, self._cur = cur, None
+        return done
 
     def write(self, batch: EncodedBatch) -> list[ShardPart]:
         done = []

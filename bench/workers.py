@@ -1,0 +1,166 @@
+"""`convert --workers N`: the in-process engine on one core and on every core, in one run.
+
+Each configuration runs `python -m pipeline convert` as a whole process at two sizes; the runs of
+the compared configurations alternate (a change of load hits both alike) and the least wall time
+of each is kept. Printed:
+
+- throughput: Parquet and CSV inputs, gzip and no compression, `--workers 1` against
+  `--workers 2` (or `--workers`): wall seconds at each size, the steady rows/s (row difference
+  over wall-time difference: start-up and planning taken out) and the ratios;
+- `--shuffle` against the default rolling write, both on every worker;
+- memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
+  sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
+  the pages a forked worker shares with the launcher once per process; PSS splits them.
+
+    python bench/workers.py                                  # 1M and 4M rows; RSS 1M, 4M, 8M
+    python bench/workers.py --rows 2000000 --small-rows 500000 --rss-rows 1000000 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import convert_cmd, load_avg, run_process, steady
+from tables import write_parquet
+
+ROW_GROUP_ROWS = 131_072
+CSV_FILES = 8  # a CSV file is one work item: the input is cut into this many files
+
+
+def inputs(work: Path, rows: int, fmt: str) -> str:
+    """The bench table of `rows` rows as Parquet (131,072-row groups) or CSV (CSV_FILES files)."""
+    parquet = work / f"basic-{rows}.parquet"
+    if not parquet.exists():
+        write_parquet("basic", rows, parquet, ROW_GROUP_ROWS)
+    if fmt == "parquet":
+        return str(parquet)
+    folder = work / f"csv-{rows}"
+    if not folder.exists():
+        folder.mkdir()
+        table = pq.read_table(parquet).drop_columns(["emb"])  # CSV holds no lists
+        step = -(-table.num_rows // CSV_FILES)
+        for i in range(CSV_FILES):
+            pacsv.write_csv(table.slice(i * step, step), folder / f"part-{i}.csv")
+    return str(folder / "part-*.csv")
+
+
+def run(work: Path, source: str, flags: Sequence[str], label: str) -> dict:
+    out = work / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    result = run_process(
+        convert_cmd(source, out, "--quiet", *flags), work / "logs" / f"{label}.log"
+    )
+    result["load"] = load_avg()
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def compare(
+    work: Path,
+    configs: dict[str, tuple[str, list[str]]],
+    sizes: Sequence[int],
+    rounds: int,
+) -> dict[tuple[str, int], dict]:
+    """Every config at every size, `rounds` times, alternating; the best run of each."""
+    best: dict[tuple[str, int], dict] = {}
+    names = list(configs)
+    for n in sizes:
+        for r in range(rounds):
+            for name in names if r % 2 == 0 else names[::-1]:
+                fmt, flags = configs[name]
+                got = run(work, inputs(work, n, fmt), flags, f"{name}-{n}-{r}")
+                print(f"  {name:<28} {n:>10,} rows: {got['wall_s']:6.2f} s  "
+                      f"cpu {got['cpu_s']:6.2f} s  (load {got['load']})", flush=True)  # fmt: skip
+                if got["rc"] == 0 and (
+                    (name, n) not in best or got["wall_s"] < best[name, n]["wall_s"]
+                ):
+                    best[name, n] = got
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--small-rows", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=2, help="the many-worker side (default 2)")
+    parser.add_argument("--rss-rows", default="1000000,4000000,8000000")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sections", default="throughput,shuffle,memory")
+    parser.add_argument("--workdir", help="where inputs and outputs go (default: a temp dir)")
+    args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    sizes = (args.small_rows, args.rows)
+    many = args.workers
+    print(f"bench/workers.py: {sizes[0]:,} and {sizes[1]:,} rows, 1 vs {many} workers; "
+          f"load {load_avg()}", flush=True)  # fmt: skip
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="workers-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report = []
+    if "throughput" in sections:
+        for fmt in ("parquet", "csv"):
+            for compression in ("gzip", "none"):
+                flags = ["--compression", compression]
+                configs = {
+                    f"{fmt} {compression} w1": (fmt, [*flags, "--workers", "1"]),
+                    f"{fmt} {compression} w{many}": (fmt, [*flags, "--workers", str(many)]),
+                }
+                best = compare(work, configs, sizes, args.rounds)
+                one, all_ = list(configs)
+                rate1 = steady(best[one, sizes[0]], best[one, sizes[1]], *sizes)
+                rate_n = steady(best[all_, sizes[0]], best[all_, sizes[1]], *sizes)
+                whole = best[one, sizes[1]]["wall_s"] / best[all_, sizes[1]]["wall_s"]
+                walls = {k: [best[k, n]["wall_s"] for n in sizes] for k in configs}
+                report.append(
+                    f"| {fmt} | {compression} | {walls[one][0]:.2f} / {walls[one][1]:.2f} | "
+                    f"{walls[all_][0]:.2f} / {walls[all_][1]:.2f} | "
+                    f"{rate1:,.0f} | {rate_n:,.0f} | {rate_n / rate1:.2f} | {whole:.2f} |"
+                )
+        print()
+        print(f"| input | compression | w1 wall s ({sizes[0]:,} / {sizes[1]:,}) | "
+              f"w{many} wall s | w1 steady rows/s | w{many} steady rows/s | "
+              f"steady w{many}/w1 | whole process w{many}/w1 ({sizes[1]:,}) |")  # fmt: skip
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("\n".join(report), flush=True)
+    if "shuffle" in sections:
+        configs = {
+            "default": ("parquet", ["--workers", str(many)]),
+            "shuffle": ("parquet", ["--workers", str(many), "--shuffle"]),
+        }
+        best = compare(work, configs, sizes, args.rounds)
+        rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
+        print(f"\nshuffle on {many} workers: steady {rates['shuffle']:,.0f} rows/s against "
+              f"{rates['default']:,.0f} rows/s: {rates['shuffle'] / rates['default']:.2f}; "
+              f"whole process at {sizes[1]:,} rows: "
+              f"{best['shuffle', sizes[1]]['wall_s']:.2f} s against "
+              f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
+    if "memory" in sections:
+        rss_sizes = [int(x) for x in args.rss_rows.split(",")]
+        configs = {
+            "w1": ("parquet", ["--workers", "1"]),
+            f"w{many}": ("parquet", ["--workers", str(many)]),
+        }
+        best = compare(work, configs, rss_sizes, 1)
+        print("\n| rows | workers | tree RSS MiB | tree PSS MiB | largest process RSS MiB |")
+        print("| --- | --- | --- | --- | --- |")
+        for n in rss_sizes:
+            for name in configs:
+                b = best[name, n]
+                print(f"| {n:,} | {name[1:]} | {b['tree_rss_mb']:.0f} | {b['tree_pss_mb']:.0f} | "
+                      f"{b['max_rss_mb']:.0f} |")  # fmt: skip
+    print(f"\nload at the end {load_avg()}")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

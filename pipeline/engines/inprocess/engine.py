@@ -1,0 +1,264 @@
+"""The in-process engine: the job of pipeline/engines/beam/build.py run on this machine's cores,
+without Beam.
+
+For a local job Beam's own cost is most of a small run (importing Beam, building the graph and
+starting the runner take about 3 s, docs/cli.md), and on a large one Beam's local runner is
+slower with a second worker than without (docs/engines.md). This engine calls the very functions
+the job's DoFns call (the stages of transforms/convert.py, the rolling writer's `TaskFiles`, the
+grouped write's `ShardSpiller` and `write_shard`, the sequences' spill and `encode_groups`,
+`finalize_shards`, the statistics, `finish_job`), in phases that each run their pieces of work
+on `workers` processes (pool.py):
+
+1. fit: each analysis pass of the preprocessing, one accumulator per work item, merged;
+2. convert: each work item read, split, preprocessed, encoded; its records written (one
+   worker: the rolling write as it goes), or spilled (blocks of the rolling splits, pieces by
+   shard of the grouped ones, rows by bucket of a grouped sequence);
+3. the grouped sequences' buckets encoded (and written, or spilled by shard);
+4. the rolling files of each task assembled from its blocks (more than one worker), and the
+   shards of each grouped split written from their pieces;
+5. in this process: the shards renamed into place, the statistics and the bad rows written,
+   the manifest (`finish_job`).
+
+What a phase gives is merged in the order of its pieces, never in the order they finish, so the
+output (shards, their names and row counts, statistics, manifest) is the same for any number of
+workers, and the same as a Beam run's (tests/test_workers.py, tests/test_no_change.py). It
+imports no Beam unless the job needs Beam's quantiles (a `bucketize` analyzer) or a compressed
+local input. It runs any job whose inputs and output are local files, with the blocks sink
+(pipeline/engines/choose.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pipeline.engines.finish import finish_job
+from pipeline.engines.inprocess.pool import run_items
+from pipeline.engines.inprocess.units import (
+    Bucket,
+    Job,
+    Shard,
+    TaskBlocks,
+    Unit,
+    UnitOutput,
+    assemble_task,
+    convert_unit,
+    describe_unit,
+    encode_bucket,
+    fit_unit,
+    plan_units,
+    write_grouped_shard,
+)
+from pipeline.engines.interface import EngineResult, RunContext
+from pipeline.job.plan import JobPlan
+from transforms import fs
+from transforms.deadletter import ERRORS_DIR, first_bad_row, write_error_lines
+from transforms.encode.records import BatchStats
+from transforms.preprocess.artifacts import read_artifacts, transform_dir, write_artifacts
+from transforms.preprocess.chain import prepare_fitted
+from transforms.stats.accumulator import StatisticsAccumulator
+from transforms.stats.features import SplitStats
+from transforms.stats.proto import write_statistics
+from transforms.write.files import ShardFile, ShardPart
+from transforms.write.finalize import finalize_shards
+from transforms.write.grouped.pieces import SpillRef
+from transforms.write.layout import shard_prefix, shard_suffix
+
+__all__ = ["InProcessEngine", "run_in_process"]
+
+T = TypeVar("T")
+
+
+def _fit(job: Job, units: Sequence[Unit], workers: int) -> dict[int, dict[str, Any]]:
+    """Every analyzer's result (FitPreprocess): one read of the fit input per analysis pass,
+    an accumulator per work item merged in their order; or a previous run's artifacts."""
+    plan = job.plan
+    if plan.artifacts is not None:
+        return read_artifacts(plan.artifacts, plan.preprocess)
+    from transforms.preprocess.analyzers import AnalyzeFn  # imports Beam's quantiles
+
+    fitted: dict[int, dict[str, Any]] = {}
+    for level in range(1, plan.preprocess.num_passes + 1):
+        analyze = AnalyzeFn(plan.preprocess.analyzers(level))
+        prepared = prepare_fitted(plan.preprocess, fitted)
+        fit = functools.partial(fit_unit, job, analyze, level, prepared)
+        accs = [acc for _, acc in _run(fit, units, workers, describe_unit, _sizes(units))]
+        fitted = {**fitted, **analyze.extract_output(analyze.merge_accumulators(accs))}
+    return fitted
+
+
+def _sizes(units: Sequence[Unit]) -> list[float]:
+    return [float(u.item.source_bytes) for u in units]
+
+
+def _run(fn: Any, items: Sequence[T], workers: int, describe: Any, sizes: Any = None) -> Iterator:
+    return run_items(fn, items, workers, describe, sizes)
+
+
+class _Merged:
+    """What the convert phase gave, merged in the order of the work items."""
+
+    def __init__(self, job: Job) -> None:
+        self.counts = BatchStats(0, {})
+        self.bad: list[dict[str, Any]] = []
+        self.statistics = StatisticsAccumulator(job.plan.specs) if job.statistics else None
+        self.parts: dict[str, list[ShardPart]] = {name: [] for name, _ in job.splits}
+        self.blocks: dict[tuple[str, int], list] = {}  # (split, task) -> BlockRefs
+        self.pieces: dict[tuple[str, int], list[SpillRef]] = {}  # (split, shard) -> refs
+        self.rows: dict[tuple[int, int], list] = {}  # (split index, bucket) -> RowsRefs
+
+    def add(self, unit: Unit, out: UnitOutput) -> None:
+        self.counts = self.counts.merge(out.counts)
+        self.bad += out.bad
+        if self.statistics is not None and out.statistics is not None:
+            self.statistics.merge(out.statistics)
+        for name, parts in out.parts.items():
+            self.parts[name] += parts
+        for name, blocks in out.blocks.items():
+            self.blocks.setdefault((name, unit.task), []).extend(blocks)
+        for name, pieces in out.pieces.items():
+            for shard, ref in pieces:
+                self.pieces.setdefault((name, shard), []).append(ref)
+        for key, ref in out.rows:
+            self.rows.setdefault(key, []).append(ref)
+
+    def add_parts(self, parts: Mapping[str, list[ShardPart]]) -> None:
+        for name, more in parts.items():
+            self.parts[name] += more
+
+
+def _convert(job: Job, units: Sequence[Unit], workers: int) -> _Merged:
+    """Phase 2: every work item converted, the results merged in their order. One worker
+    writes the rolling splits as it goes, closing a task's files when its last item is done.
+    With more, a task's files are assembled here from its blocks as soon as its last item is
+    merged, while the workers convert the next (gzip and none: copies in the kernel; zlib's
+    files are compressed in phase 4, on the workers)."""
+    merged = _Merged(job)
+    assemble_here = job.spill_blocks and job.plan.config.compression != "zlib"
+
+    def convert(unit: Unit) -> UnitOutput:
+        return convert_unit(job, unit)
+
+    for i, out in _run(convert, units, workers, describe_unit, _sizes(units)):
+        merged.add(units[i], out)
+        if i + 1 < len(units) and units[i + 1].task == units[i].task:
+            continue  # the task goes on
+        if not job.spill_blocks:
+            merged.add_parts(job.close_task())
+        elif assemble_here:
+            task = units[i].task
+            for name, _ in job.splits:
+                blocks = merged.blocks.pop((name, task), None)
+                if blocks:
+                    merged.parts[name] += assemble_task(job, TaskBlocks(name, task, tuple(blocks)))
+    return merged
+
+
+def _buckets(job: Job, merged: _Merged, workers: int) -> None:
+    """Phase 3: a grouped sequence's buckets, each encoded, then written or spilled by shard."""
+    buckets = [Bucket(s, b, tuple(refs)) for (s, b), refs in sorted(merged.rows.items())]
+
+    def encode(item: Bucket) -> Any:
+        return encode_bucket(job, item)
+
+    def describe(item: Bucket) -> str:
+        return f"split {job.splits[item.split_index][0]}, sequence bucket {item.bucket}"
+
+    sizes = [float(sum(r.stop - r.start for r in b.refs)) for b in buckets]
+    for i, out in _run(encode, buckets, workers, describe, sizes):
+        name = job.splits[buckets[i].split_index][0]
+        merged.counts = merged.counts.merge(out.counts)
+        merged.bad += out.bad
+        merged.parts[name] += out.parts
+        for shard, ref in out.pieces:
+            merged.pieces.setdefault((name, shard), []).append(ref)
+
+
+def _write(job: Job, merged: _Merged, workers: int) -> None:
+    """Phase 4: the rolling files of each task from its blocks, and each grouped shard from its
+    pieces (both only where phase 2 or 3 spilled)."""
+    tasks = [TaskBlocks(s, t, tuple(b)) for (s, t), b in sorted(merged.blocks.items())]
+    shards = [Shard(s, n, tuple(r)) for (s, n), r in sorted(merged.pieces.items())]
+    items: list[TaskBlocks | Shard] = [*tasks, *shards]
+
+    def write(item: TaskBlocks | Shard) -> list[ShardPart]:
+        if isinstance(item, TaskBlocks):
+            return assemble_task(job, item)
+        return [write_grouped_shard(job, item)]
+
+    def describe(item: TaskBlocks | Shard) -> str:
+        if isinstance(item, TaskBlocks):
+            return f"split {item.split}, the files of read task {item.task}"
+        return f"split {item.split}, shard {item.shard}"
+
+    def size(item: TaskBlocks | Shard) -> float:
+        if isinstance(item, TaskBlocks):
+            return float(sum(b.size for b in item.blocks))
+        return float(sum(getattr(r, "stop", 0) - getattr(r, "start", 0) for r in item.refs))
+
+    for i, parts in _run(write, items, workers, describe, [size(x) for x in items]):
+        merged.parts[items[i].split] += parts
+
+
+def run_in_process(
+    plan: JobPlan, run_id: str | None = None, progress_dir: str | None = None, workers: int = 1
+) -> str:
+    """Run the job of `plan` on `workers` processes (1: this one); the manifest's path.
+    `run_id` and `progress_dir` as in build_pipeline."""
+    config = plan.config
+    temp_dir = fs.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
+    job = Job(plan, temp_dir, progress_dir, spill_blocks=workers > 1)
+    units = plan_units(plan)
+    transform_files: list[str] = []
+    if plan.preprocess is not None:
+        fitted = _fit(job, units, workers)
+        job.prepared = prepare_fitted(plan.preprocess, fitted)
+        transform_files = write_artifacts(fitted, plan.preprocess, transform_dir(config.output))
+    merged = _convert(job, units, workers)
+    if job.grouped_sequence:
+        _buckets(job, merged, workers)
+    _write(job, merged, workers)
+    shards: list[ShardFile] = []
+    for name, _ in job.splits:
+        prefix = shard_prefix(config.output, name, config.layout)
+        suffix = shard_suffix(config.compression, config.layout)
+        num_shards = job.grouping[name].num_shards
+        shards += finalize_shards(
+            None, merged.parts[name], name, prefix, config.compression, num_shards, temp_dir,
+            False, suffix,
+        )  # fmt: skip
+    written = None
+    if merged.statistics is not None:  # a split no row reached gets a file of zero counts
+        written = {
+            name: write_statistics(
+                config.output, name, merged.statistics.splits.get(name, SplitStats()), plan.specs
+            )
+            for name, _ in job.splits
+        }
+    error_files = write_error_lines(fs.join(config.output, ERRORS_DIR), merged.bad)
+    return finish_job(
+        None, plan, shards, merged.counts, first_bad_row(merged.bad), error_files, temp_dir,
+        run_id, transform_files, written,
+    )  # fmt: skip
+
+
+class InProcessEngine:
+    """The in-process engine behind the launcher's interface: it always writes here and now."""
+
+    name = "in-process"
+    takes_lease = True
+    clears_output = True
+    shows_progress = True
+    lease_options = None
+    waits = True
+    still_running = False
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+        self.facts: dict[str, Any] = {"engine": self.name, "workers": workers}
+
+    def run(self, plan: JobPlan, context: RunContext) -> EngineResult:
+        run_in_process(plan, context.run_id, context.progress_dir, self.workers)
+        return EngineResult.committed(plan.config.output, self.facts)

@@ -1,0 +1,426 @@
+"""What one worker does with one piece of work, as plain functions of a `Job` (the plan and
+what was made from it once, in the launcher, before the workers fork).
+
+The pieces of work, each a phase of the job (pipeline/engines/inprocess/engine.py):
+- a `Unit` (one work item of one read task: a Parquet row group, a CSV or JSON Lines file):
+  `fit_unit` adds its rows to an analysis pass; `convert_unit` reads, splits, preprocesses and
+  encodes it, and writes or spills its records (`UnitOutput`);
+- a task's spilled blocks: `assemble_task` writes the task's rolling files (workers > 1);
+- a grouped sequence's bucket: `encode_bucket` encodes its sequences and writes or spills them;
+- a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces.
+
+They call the functions the Beam job's DoFns call (transforms/convert.py, transforms/write/,
+transforms/sequence/, transforms/stats/), so the records are the Beam job's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from pipeline.job.plan import JobPlan
+from transforms.batch import TableBatch
+from transforms.convert import Conversion
+from transforms.deadletter import isolate_bad_rows
+from transforms.encode.records import BatchStats, EncodedBatch
+from transforms.preprocess.chain import analysis_inputs
+from transforms.read.work import WorkItem, read_work_item
+from transforms.sequence.encode import encode_groups
+from transforms.sequence.spill import RowsRef, read_bucket, spill_batch
+from transforms.stats.accumulator import StatisticsAccumulator
+from transforms.write.blocks import BlockReader, BlockRef, BlockSpill
+from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
+from transforms.write.grouped.pieces import ShardSpiller, SpillRef, write_shard
+from transforms.write.grouped.spill import SpillWriter, buckets_per_shard
+from transforms.write.progress import SinkProgress
+from transforms.write.task_files import TaskFiles
+
+__all__ = [
+    "Bucket",
+    "Job",
+    "Shard",
+    "TaskBlocks",
+    "Unit",
+    "UnitOutput",
+    "assemble_task",
+    "convert_unit",
+    "describe_unit",
+    "encode_bucket",
+    "fit_unit",
+    "plan_units",
+    "write_grouped_shard",
+]
+
+BadRows = list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One work item of read task `task`: the smallest piece of work a worker takes."""
+
+    task: int
+    item: WorkItem
+
+
+def plan_units(plan: JobPlan) -> list[Unit]:
+    """Every work item, in the order one worker would read them: task by task."""
+    return [Unit(task.index, item) for task in plan.shards.tasks for item in task.items]
+
+
+def describe_unit(unit: Unit) -> str:
+    """The work item, as an error names it."""
+    item = unit.item
+    return item.path if item.row_group is None else f"{item.path} (row group {item.row_group})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Grouping:
+    """How a split is written: rolling (num_shards 0), or grouped into `num_shards` shards,
+    shuffled with `seed` (None: no shuffle), its key range cut into `buckets` per shard."""
+
+    num_shards: int = 0
+    seed: int | None = None
+    buckets: int = 1
+
+
+class Job:
+    """The job as every worker sees it: the plan, the conversion, the fitted analyzers, where
+    temp files go; and, per process, the compressor and the progress reports."""
+
+    def __init__(
+        self, plan: JobPlan, temp_dir: str, progress_dir: str | None, spill_blocks: bool
+    ) -> None:
+        config = plan.config
+        self.plan = plan
+        self.conversion: Conversion = plan.conversion()
+        self.splits = self.conversion.splits
+        self.temp_dir = temp_dir
+        self.progress_dir = progress_dir
+        self.spill_blocks = spill_blocks  # rolling splits: spill blocks (workers > 1)
+        self.prepared: Mapping[int, Any] = {}  # the fitted analyzers, prepared
+        self.statistics = config.stats and plan.sequence is None  # Examples only, as build.py
+        self.grouped_sequence = plan.sequence is not None and plan.sequence.grouped
+        self.grouping: dict[str, Grouping] = {}
+        for name, _ in self.splits:
+            shuffled = name in config.shuffle
+            shards = config.num_shards or (plan.shards.num_shards[name] if shuffled else 0)
+            seed = config.shuffle_seed if shuffled else None
+            buckets = buckets_per_shard(plan.shards.estimated_bytes, shards) if shards else 1
+            self.grouping[name] = Grouping(shards, seed, buckets)
+        self._pid = -1
+        self._compress: Callable[[memoryview], bytes] | None = None
+        self._progress: dict[str, SinkProgress | None] = {}
+        self._open: dict[str, TaskFiles] = {}  # serial rolling write: the task being read
+        self._open_task = -1
+
+    # -- per process -------------------------------------------------------------------------
+
+    def _local(self) -> None:
+        """Make this process's compressor and progress reports (a forked worker makes its own)."""
+        if self._pid == os.getpid():
+            return
+        config = self.plan.config
+        self._pid = os.getpid()
+        self._compress = block_compressor(
+            config.compression, config.compression_level, config.gzip_backend
+        )
+        self._progress = {
+            name: None if self.progress_dir is None else SinkProgress(self.progress_dir, name)
+            for name, _ in self.splits
+        }
+
+    def compress(self) -> Callable[[memoryview], bytes] | None:
+        self._local()
+        return self._compress
+
+    def progress(self, split: str) -> SinkProgress | None:
+        self._local()
+        return self._progress[split]
+
+    def flush_progress(self) -> None:
+        for progress in self._progress.values():
+            if progress is not None:
+                progress.flush()
+
+    def task_files(self, split: str, task: int, report: bool = True) -> TaskFiles:
+        """A rolling write's files of `task` for `split` (as RollingWriteFn makes them);
+        `report`: told to the progress reports as blocks are written."""
+        compression = self.plan.config.compression
+        progress = self.progress(split) if report else None
+        compress = self.compress()
+
+        def new_file(seq: int) -> BlockFile:
+            order = (task, seq)
+            path = temp_path(self.temp_dir, split, order, compression)
+            told = None if progress is None else progress.add
+            return BlockFile(path, compression, compress, order, split, told)
+
+        return TaskFiles(new_file, self.plan.shards.target_bytes)
+
+    def shard_spiller(self, split: str) -> ShardSpiller:
+        """A grouped split's spiller (ToShardsFn's work)."""
+        grouping, config = self.grouping[split], self.plan.config
+        return ShardSpiller(
+            grouping.num_shards, grouping.seed, self.temp_dir, split, config.compression,
+            config.compression_level, config.gzip_backend, grouping.buckets,
+        )  # fmt: skip
+
+    # -- the serial rolling write: one task's files open at a time ---------------------------
+
+    def close_task(self) -> dict[str, list[ShardPart]]:
+        """Close the open task's files (serial runs); their parts."""
+        parts = {split: files.close() for split, files in self._open.items()}
+        self._open, self._open_task = {}, -1
+        self.flush_progress()
+        return parts
+
+    def _write_rolling(self, split: str, task: int, records: EncodedBatch) -> list[ShardPart]:
+        if task != self._open_task:
+            if self._open:
+                raise RuntimeError("a task's files were left open (close_task)")
+            self._open_task = task
+        files = self._open.get(split)
+        if files is None:
+            files = self._open[split] = self.task_files(split, task)
+        return files.write(records)
+
+
+def _read(job: Job, unit: Unit, on_bad: Callable[[dict], None]) -> Iterator[TableBatch]:
+    """The batches of one work item, as the job's ReadTable gives them."""
+    plan, config = job.plan, job.plan.config
+    for batch in read_work_item(
+        unit.item, plan.fmt, plan.schema, config.csv, config.batch_rows, on_bad=on_bad
+    ):
+        yield dataclasses.replace(batch, task=unit.task)
+
+
+# -- fitting -------------------------------------------------------------------------------
+
+
+def fit_unit(job: Job, analyze: Any, level: int, prepared: Mapping[int, Any], unit: Unit) -> Any:
+    """The accumulator of analysis pass `level` over one work item (Analyze's work): its fit
+    rows (every row, or the fit split's); rows a step fails on are left out (the full run
+    dead-letters them)."""
+    plan = job.plan
+    steps = plan.preprocess
+    acc = analyze.create_accumulator()
+    for batch in _read(job, unit, lambda row: None):  # the full run reports bad rows
+        parts = [batch]
+        if plan.fit_split is not None:
+            parts = [p for p in job.conversion.split(batch)[0] if p.split == plan.fit_split]
+        for part in parts:
+            columns, _ = isolate_bad_rows(
+                part, lambda b: analysis_inputs(steps, level, b, prepared), "transform"
+            )
+            if columns is not None:
+                acc = analyze.add_input(acc, columns)
+    return acc
+
+
+# -- converting ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class UnitOutput:
+    """What converting one work item gave: counts, bad rows, statistics, and where its records
+    went: rolling files closed meanwhile (serial), spilled blocks (workers > 1), pieces of
+    grouped splits, or rows of a grouped sequence."""
+
+    counts: BatchStats = dataclasses.field(default_factory=lambda: BatchStats(0, {}))
+    bad: BadRows = dataclasses.field(default_factory=list)
+    statistics: StatisticsAccumulator | None = None
+    parts: dict[str, list[ShardPart]] = dataclasses.field(default_factory=dict)
+    blocks: dict[str, list[BlockRef]] = dataclasses.field(default_factory=dict)
+    pieces: dict[str, list[tuple[int, SpillRef]]] = dataclasses.field(default_factory=dict)
+    rows: list[tuple[tuple[int, int], RowsRef]] = dataclasses.field(default_factory=list)
+
+
+def convert_unit(job: Job, unit: Unit) -> UnitOutput:
+    """Read, split, preprocess and encode one work item; write its records of each rolling
+    split (serial), or spill them (blocks for the rolling splits, pieces by shard for grouped
+    ones, rows by bucket for a grouped sequence)."""
+    conversion, splits = job.conversion, job.splits
+    out = UnitOutput()
+    if job.statistics:
+        out.statistics = StatisticsAccumulator(job.plan.specs)
+    block_spills: dict[str, BlockSpill] = {}
+    spillers: dict[str, ShardSpiller] = {}
+    row_spills: dict[str, SpillWriter] = {}
+    for batch in _read(job, unit, out.bad.append):
+        parts, failed = conversion.split(batch)
+        out.bad += failed
+        for part in parts:
+            rows, failed = conversion.transform(part, job.prepared)
+            out.bad += failed
+            if rows is None:
+                continue
+            if job.grouped_sequence:
+                _spill_rows(job, rows, row_spills, out)
+                continue
+            encoded, failed = conversion.encode(rows)
+            out.bad += failed
+            if encoded is None:
+                continue
+            for name, records in encoded.by_split(splits):
+                _write(job, unit, name, records, block_spills, spillers, out)
+            s = encoded.stats
+            out.counts = out.counts.merge(
+                BatchStats(s.rows, s.nulls, encoded.split_rows(splits), s.steps)
+            )
+            if out.statistics is not None:
+                for name, split_rows in encoded.batches_by_split(splits):
+                    out.statistics.add(name, split_rows)
+    for name, spill in block_spills.items():
+        out.blocks[name] = spill.close()
+    for spiller in spillers.values():
+        spiller.close()
+    for spill in row_spills.values():
+        spill.close()
+    job.flush_progress()
+    return out
+
+
+def _write(
+    job: Job,
+    unit: Unit,
+    name: str,
+    records: EncodedBatch,
+    block_spills: dict[str, BlockSpill],
+    spillers: dict[str, ShardSpiller],
+    out: UnitOutput,
+) -> None:
+    """One split's records of a batch: written (serial rolling), or spilled."""
+    grouping = job.grouping[name]
+    config = job.plan.config
+    if grouping.num_shards > 0:
+        spiller = spillers.get(name)
+        if spiller is None:
+            spiller = spillers[name] = job.shard_spiller(name)
+        out.pieces.setdefault(name, []).extend(spiller.spill(records))
+    elif job.spill_blocks:
+        spill = block_spills.get(name)
+        if spill is None:
+            spill = block_spills[name] = BlockSpill(
+                job.temp_dir, name, config.compression, job.compress()
+            )
+        ref = spill.add(records)
+        progress = job.progress(name)
+        if progress is not None:
+            progress.add(ref.rows, ref.size)
+    else:
+        out.parts.setdefault(name, []).extend(job._write_rolling(name, unit.task, records))
+
+
+def _spill_rows(
+    job: Job, batch: TableBatch, spills: dict[str, SpillWriter], out: UnitOutput
+) -> None:
+    """A grouped sequence's rows of a batch, spilled by bucket of their key (SpillRowsFn)."""
+    if batch.table.num_rows == 0:
+        return
+    names = [name for name, _ in job.splits]
+    split = batch.split or names[0]
+    if split not in spills:  # named by split: finalize_shards removes them
+        spills[split] = SpillWriter(job.temp_dir, f"{split}-rows")
+    layout = job.conversion.sequence
+    refs = spill_batch(
+        batch, layout.columns(), layout.options.group_by, job.plan.sequence_buckets, spills[split]
+    )
+    index = names.index(split)
+    out.rows.extend(((index, bucket), ref) for bucket, ref in refs)
+
+
+# -- the rolling files of a task, from its blocks (workers > 1) ----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskBlocks:
+    """One split's spilled blocks of one task, in the order one worker would write them."""
+
+    split: str
+    task: int
+    blocks: tuple[BlockRef, ...]
+
+
+def assemble_task(job: Job, item: TaskBlocks) -> list[ShardPart]:
+    """The task's rolling files of the split, from its blocks: byte for byte the files one
+    worker writes from the batches (TaskFiles.write_block)."""
+    files = job.task_files(item.split, item.task, report=False)  # told as they were spilled
+    parts: list[ShardPart] = []
+    blocks = BlockReader()
+    try:
+        for ref in item.blocks:
+            parts += files.write_block(ref, blocks)
+        parts += files.close()
+    finally:
+        blocks.close()
+    return parts
+
+
+# -- grouped sequences ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bucket:
+    """A grouped sequence's bucket of one split: where its rows were spilled."""
+
+    split_index: int
+    bucket: int
+    refs: tuple[RowsRef, ...]
+
+
+@dataclasses.dataclass
+class BucketOutput:
+    counts: BatchStats
+    bad: BadRows
+    parts: list[ShardPart]
+    pieces: list[tuple[int, SpillRef]]
+
+
+def encode_bucket(job: Job, item: Bucket) -> BucketOutput:
+    """The bucket's SequenceExamples (EncodeGroups' work), written as the bucket's task (rolling)
+    or spilled by shard (a grouped write)."""
+    conversion = job.conversion
+    rows = read_bucket(list(item.refs))
+    encoded, stats, bad = encode_groups(rows, conversion.sequence, conversion.framed)
+    name = conversion.splits[item.split_index][0]
+    split_rows = {name: stats.rows} if stats.rows else {}
+    out = BucketOutput(BatchStats(stats.rows, stats.nulls, split_rows, stats.steps), bad, [], [])
+    if encoded is None:
+        return out
+    # The bucket is the writer's task: one bucket's records stay together.
+    records = dataclasses.replace(encoded, task=item.bucket, first_row=item.bucket)
+    if job.grouping[name].num_shards > 0:
+        spiller = job.shard_spiller(name)
+        out.pieces = spiller.spill(records)
+        spiller.close()
+    else:
+        files = job.task_files(name, item.bucket)
+        out.parts = files.write(records) + files.close()
+    job.flush_progress()
+    return out
+
+
+# -- grouped writes ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One shard of a grouped split: where its records were spilled."""
+
+    split: str
+    shard: int
+    refs: tuple[SpillRef, ...]
+
+
+def write_grouped_shard(job: Job, item: Shard) -> ShardPart:
+    """The shard's temp file from its spilled pieces (WriteShardFn's work)."""
+    config = job.plan.config
+    progress = job.progress(item.split)
+    part = write_shard(
+        item.shard, item.refs, item.split, job.temp_dir, config.compression, job.compress(),
+        job.grouping[item.split].seed, None if progress is None else progress.add,
+    )  # fmt: skip
+    job.flush_progress()
+    return part

@@ -1,0 +1,314 @@
+"""The in-process engine on several worker processes (`--workers N`): the output does not depend
+on N (every shard, statistics file and the manifest but for its time and path are byte for byte
+those of one worker), grouped writes and sequences run there too, and faults in a worker fail
+the job with one line naming the work item, leaving nothing a re-run does not clear."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, run_cli_captured
+
+import pipeline.engines.inprocess.engine as engine_module
+from pipeline.reader import load_dataset
+
+ROWS = 60_000
+
+
+def table(rows: int = ROWS, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ints = rng.integers(-1000, 1000, rows)
+    return pa.table(
+        {
+            "id": np.arange(rows),
+            "user": pa.array([f"u{i % 517}" for i in range(rows)]),
+            "ts": rng.integers(0, 10**9, rows),
+            "x": pa.array(rng.normal(size=rows), mask=rng.random(rows) < 0.1),
+            "n": pa.array(ints, mask=ints % 7 == 0),
+            "tags": pa.array([[f"t{j}" for j in range(i % 4)] for i in range(rows)]),
+            "kind": pa.array([["a", "b", "c", None][i % 4] for i in range(rows)]),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """Parquet with 15 row groups: several read tasks, each of several work items."""
+    path = tmp_path_factory.mktemp("workers") / "t.parquet"
+    pq.write_table(table(), path, row_group_size=4_000)
+    return path
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    """Every file of an output, the manifest without its time and output path."""
+    found = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.name == "manifest.json":
+                manifest = json.loads(data)
+                manifest.pop("created")
+                manifest["config"].pop("output")
+                data = json.dumps(manifest, sort_keys=True).encode()
+            found[str(path.relative_to(out))] = data
+    return found
+
+
+def convert(source, out, *flags, workers=1, config=None):
+    args = ["convert", "--input", source, "--output", out, "--workers", str(workers), *flags]
+    if config is not None:
+        path = Path(str(out) + ".yaml")
+        path.write_text(json.dumps(config), encoding="utf-8")
+        args += ["--config", path]
+    return run_cli_captured(args)
+
+
+# The cases: flags and config. A small shard size makes many files per task, so files end inside
+# batches (the cut that blocks.py handles) and a task's last small file is folded.
+SMALL = ["--shard-mb", "0.05", "--batch-rows", "1500"]
+CASES = {
+    "gzip": (SMALL, None),
+    "none": ([*SMALL, "--compression", "none"], None),
+    "zlib": ([*SMALL, "--compression", "zlib"], None),
+    "splits": (SMALL, {"splits": {"train": 7, "eval": 2, "test": 1}}),
+    "split_key_tfx": (
+        [*SMALL, "--layout", "tfx"],
+        {"splits": {"a": 1, "b": 1}, "split_key": "user"},
+    ),
+    "num_shards": (["--num-shards", "3", "--batch-rows", "1500"], None),
+    "shuffle": (["--shuffle", "--batch-rows", "1500"], {"splits": {"train": 3, "eval": 1}}),
+    "shuffle_one_split": (
+        ["--batch-rows", "1500", *SMALL[:2]],
+        {"splits": {"train": 3, "eval": 1}, "shuffle": ["train"]},
+    ),
+    "preprocess": (
+        SMALL,
+        {
+            "splits": {"train": 4, "eval": 1},
+            "transforms": [
+                {"zscore": {"column": "x", "output": "x_z"}},
+                {"vocabulary": {"column": "user", "output": "user_id", "top_k": 50}},
+                {"bucketize": {"column": "ts", "output": "ts_bucket", "num_buckets": 4}},
+                {"filter": {"expr": "n > -900 or is_null(n)"}},
+            ],
+        },
+    ),
+    "sequence": (
+        ["--batch-rows", "1500"],
+        {"splits": {"train": 4, "eval": 1}, "sequence": {"group_by": "user", "order_by": "ts"}},
+    ),
+    "sequence_shards": (
+        ["--num-shards", "2", "--batch-rows", "1500"],
+        {"sequence": {"group_by": "user", "order_by": "ts"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_output_does_not_depend_on_the_workers(source, tmp_path, case):
+    flags, config = CASES[case]
+    runs = {}
+    for workers in (1, 2, 7):
+        out = tmp_path / f"w{workers}"
+        result = convert(source, out, *flags, workers=workers, config=config)
+        assert result.code == 0, result.err
+        assert json.loads(result.out.splitlines()[-1])["workers"] == workers
+        runs[workers] = files_of(out)
+    assert sorted(runs[2]) == sorted(runs[1]) and sorted(runs[7]) == sorted(runs[1])
+    for name, data in runs[1].items():
+        assert runs[2][name] == data, name
+        assert runs[7][name] == data, name
+    manifest = json.loads(runs[1]["manifest.json"])
+    rows = sum(split["rows"] for split in manifest["splits"].values())
+    if case.startswith("sequence"):
+        assert manifest["sequence"]["steps"] == ROWS
+    elif case != "preprocess":
+        assert rows == ROWS
+
+
+def test_many_files_are_cut_inside_batches(source, tmp_path):
+    """The gzip case really cuts files inside batches and folds small last files: the path of
+    blocks.py that reads a block back is taken."""
+    out = tmp_path / "out"
+    assert convert(source, out, *SMALL, workers=2).code == 0
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    shards = manifest["splits"]["train"]["shards"]
+    assert len(shards) > 15  # more files than work items
+    assert len({s["rows"] for s in shards}) > 2  # rows per file vary: cuts at the file size
+    (batch,) = load_dataset(str(out), batch_size=ROWS)
+    assert sorted(batch["id"].numpy().tolist()) == list(range(ROWS))
+
+
+def test_grouped_writes_equal_beams(source, tmp_path):
+    """Shuffled and --num-shards shards of the in-process engine on 3 workers are Beam's, byte
+    for byte (the statistics are merged in Beam's bundle order there: left out)."""
+    for flags in (["--num-shards", "3"], ["--shuffle"]):
+        here, beam = tmp_path / "here", tmp_path / "beam"
+        assert convert(source, here, *flags, "--overwrite", workers=3).code == 0
+        result = run_cli_captured(
+            ["convert", "--input", source, "--output", beam, *flags, "--overwrite",
+             "--engine", "beam"]
+        )  # fmt: skip
+        assert result.code == 0, result.err
+        ours, theirs = files_of(here), files_of(beam)
+        shards = [name for name in ours if name.endswith(".tfrecord.gz")]
+        assert shards and all(ours[name] == theirs[name] for name in shards)
+
+
+# ------------------------------------------------------------------ bad rows from every worker
+
+
+@pytest.fixture(scope="module")
+def bad_csvs(tmp_path_factory) -> tuple[list[Path], int]:
+    """Four CSV files (four work items), each with bad values: (paths, bad rows in all)."""
+    directory = tmp_path_factory.mktemp("bad")
+    paths, bad = [], 0
+    for f in range(4):
+        lines = ["id,amount"]
+        for i in range(2_000):
+            if i % (97 + f) == 5:
+                lines.append(f"{f * 10_000 + i},not-a-number")
+                bad += 1
+            else:
+                lines.append(f"{f * 10_000 + i},{i * 0.5}")
+        path = directory / f"part-{f}.csv"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths, bad
+
+
+def _csv_config(tmp_path: Path, limit: int) -> Path:
+    config = tmp_path / f"csv-{limit}.yaml"
+    config.write_text(
+        json.dumps({"csv": {"column_types": {"amount": "float64"}}, "max_bad_rows": limit}),
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_bad_rows_of_every_worker_reach_errors_once(bad_csvs, tmp_path):
+    paths, bad = bad_csvs
+    out = tmp_path / "out"
+    pattern = str(paths[0].parent / "part-*.csv")
+    args = ["convert", "--input", pattern, "--output", out, "--workers", "3"]
+    result = run_cli_captured([*args, "--config", _csv_config(tmp_path, bad)])
+    assert result.code == 0, result.err
+    lines = [
+        json.loads(line)
+        for path in sorted((out / "_errors").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    assert len(lines) == bad
+    assert len({(row["source"], row["row"]) for row in lines}) == bad  # each once
+    assert {Path(row["source"]).name for row in lines} == {p.name for p in paths}
+    summary = json.loads(result.out.splitlines()[-1])
+    assert summary["bad"] == bad and summary["rows_out"] == 8_000 - bad
+    # the limit applies to the total, not to each worker's share
+    result = run_cli_captured([*args, "--overwrite", "--config", _csv_config(tmp_path, bad - 1)])
+    assert result.code == 1 and f"{bad} bad row(s) of 8000" in result.err
+    assert not (out / "manifest.json").exists()
+
+
+# ------------------------------------------------------------------ faults
+
+
+def _boom_on(unit_index: int, how: str):
+    real = engine_module.convert_unit
+
+    def convert_unit(job, unit):
+        if unit.item.row_group == unit_index:
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError("the disk said no")
+        return real(job, unit)
+
+    return convert_unit
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+def test_a_failing_worker_fails_the_job_naming_the_work_item(source, tmp_path, monkeypatch, how):
+    out = tmp_path / "out"
+    monkeypatch.setattr(engine_module, "convert_unit", _boom_on(6, how))
+    result = convert(source, out, workers=3)
+    assert result.code == 1
+    (line,) = [x for x in result.err.splitlines() if x.startswith("tfrecord-etl: error:")]
+    assert f"{source} (row group 6)" in line
+    if how == "kill":
+        assert "was killed by SIGKILL" in line
+    else:
+        assert "the disk said no" in line
+    assert not (out / "manifest.json").exists() and not (out / "_LEASE").exists()
+    assert not list(out.rglob("beam-temp-*"))
+    monkeypatch.undo()
+    assert convert(source, out, workers=3).code == 0  # a re-run finishes the job
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def test_ctrl_c_stops_every_worker(tmp_path):
+    big = tmp_path / "big.parquet"
+    pq.write_table(table(400_000), big, row_group_size=10_000)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "convert", "--input", str(big), "--output", str(out),
+         "--workers", "2"],
+        cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(_children(proc.pid)) >= 2 and list(out.glob("beam-temp-*/*")):
+            break  # the workers are converting
+        time.sleep(0.01)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")
+    assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
+    assert not (out / "manifest.json").exists() and not list(out.glob("beam-temp-*"))
+
+
+def test_progress_counts_every_workers_rows(source, tmp_path):
+    result = convert(source, tmp_path / "out", "--log-format", "json", workers=3)
+    assert result.code == 0
+    events = [json.loads(x) for x in result.err.splitlines() if x.startswith("{")]
+    last = [e for e in events if e.get("event") == "progress"][-1]
+    assert last["rows"] == ROWS and last["done"] is True
+
+
+def test_csv_work_items_on_workers(tmp_path):
+    """CSV: one work item per file, converted on several workers, the same output."""
+    for f in range(3):
+        pacsv.write_csv(table(5_000, seed=f).select(["id", "user", "ts"]), tmp_path / f"{f}.csv")
+    outs = []
+    for workers in (1, 3):
+        out = tmp_path / f"o{workers}"
+        assert convert(str(tmp_path / "*.csv"), out, workers=workers).code == 0
+        outs.append(files_of(out))
+    assert outs[0] == outs[1]
