@@ -60,5 +60,5 @@ setup(
             "pandas==2.3.3",
         ],
     },
-    entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli.main:main"]},
+    entry_points={"console_scripts": ["tfrecord-etl=pipeline.cli.main:run"]},
 )

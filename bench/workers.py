@@ -2,7 +2,8 @@
 
 Each configuration runs `python -m pipeline convert` as a whole process at two sizes; the runs of
 the compared configurations alternate (a change of load hits both alike) and the least wall time
-of each is kept. Printed:
+of each is kept; the page cache is synced before each run (the run before's output written back).
+Printed:
 
 - throughput: Parquet and CSV inputs, gzip and no compression, `--workers 1` against
   `--workers 2` (or `--workers`): wall seconds at each size, the steady rows/s (row difference
@@ -19,6 +20,7 @@ of each is kept. Printed:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -57,6 +59,9 @@ def inputs(work: Path, rows: int, fmt: str) -> str:
 def run(work: Path, source: str, flags: Sequence[str], label: str) -> dict:
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
+    # Each run starts with no dirty page left by the one before: on a virtual disk, writing back
+    # a gigabyte of the last run's output takes CPU time from the next run.
+    os.sync()
     result = run_process(
         convert_cmd(source, out, "--quiet", *flags), work / "logs" / f"{label}.log"
     )

@@ -1,8 +1,6 @@
 """`python -m pipeline convert ...`"""
 
-import sys
-
-from pipeline.cli.main import main
+from pipeline.cli.main import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli_captured
 
-import pipeline.engines.inprocess.engine as engine_module
+import pipeline.engines.inprocess.units as units_module
 from pipeline.reader import load_dataset
 
 ROWS = 60_000
@@ -224,14 +224,17 @@ def test_bad_rows_of_every_worker_reach_errors_once(bad_csvs, tmp_path):
 
 
 def _boom_on(unit_index: int, how: str):
-    real = engine_module.convert_unit
+    """convert_unit raising on one row group, or ("kill") a forked worker killed on its first
+    item (the launcher's own process works on items too: it goes on there)."""
+    real = units_module.convert_unit
+    launcher = os.getpid()
 
-    def convert_unit(job, unit):
-        if unit.item.row_group == unit_index:
-            if how == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
+    def convert_unit(job, unit, spill_blocks=True):
+        if how == "kill" and os.getpid() != launcher:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if how == "raise" and unit.item.row_group == unit_index:
             raise RuntimeError("the disk said no")
-        return real(job, unit)
+        return real(job, unit, spill_blocks)
 
     return convert_unit
 
@@ -239,15 +242,14 @@ def _boom_on(unit_index: int, how: str):
 @pytest.mark.parametrize("how", ["raise", "kill"])
 def test_a_failing_worker_fails_the_job_naming_the_work_item(source, tmp_path, monkeypatch, how):
     out = tmp_path / "out"
-    monkeypatch.setattr(engine_module, "convert_unit", _boom_on(6, how))
+    monkeypatch.setattr(units_module, "convert_unit", _boom_on(6, how))
     result = convert(source, out, workers=3)
     assert result.code == 1
     (line,) = [x for x in result.err.splitlines() if x.startswith("tfrecord-etl: error:")]
-    assert f"{source} (row group 6)" in line
     if how == "kill":
-        assert "was killed by SIGKILL" in line
+        assert f"was killed by SIGKILL while it worked on {source} (row group " in line
     else:
-        assert "the disk said no" in line
+        assert f"{source} (row group 6): the disk said no" in line
     assert not (out / "manifest.json").exists() and not (out / "_LEASE").exists()
     assert not list(out.rglob("beam-temp-*"))
     monkeypatch.undo()
@@ -270,21 +272,21 @@ def _children(pid: int) -> set[int]:
 
 def test_ctrl_c_stops_every_worker(tmp_path):
     big = tmp_path / "big.parquet"
-    pq.write_table(table(400_000), big, row_group_size=10_000)
+    pq.write_table(table(1_000_000), big, row_group_size=10_000)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline", "convert", "--input", str(big), "--output", str(out),
-         "--workers", "2"],
+         "--workers", "3"],
         cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if len(_children(proc.pid)) >= 2 and list(out.glob("beam-temp-*/*")):
-            break  # the workers are converting
+            break  # the workers are converting (this process and two forked ones)
         time.sleep(0.01)
     workers = _children(proc.pid)
-    assert len(workers) >= 2
+    assert len(workers) >= 2, proc.communicate(timeout=60)
     os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

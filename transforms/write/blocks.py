@@ -19,6 +19,7 @@ spilled framed, and the assembly compresses them.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import uuid
 import zlib
@@ -132,19 +133,17 @@ class BlockReader:
         return data
 
     def copy(self, ref: BlockRef, out: BinaryIO) -> None:
-        """Append the block's bytes to `out` (a local file open for writing)."""
-        copy_range = getattr(os, "copy_file_range", None)
+        """Append the block's bytes to `out` (a local file open for writing): copied in the
+        kernel (copy_file_range, or sendfile across filesystems), else read and written."""
         try:
             source, target = self._open(ref.path).fileno(), out.fileno()
         except (AttributeError, OSError, ValueError):  # not plain local files
-            copy_range = None
-        if copy_range is None:
             out.write(self.read(ref))
             return
         out.flush()  # what is buffered goes first
         done = 0
         while done < ref.size:
-            n = copy_range(source, target, ref.size - done, ref.start + done)
+            n = _copy_range(source, target, ref.size - done, ref.start + done)
             if n == 0:
                 raise OSError(
                     f"{ref.path}: block spill file ends before byte {ref.start + ref.size}; "
@@ -156,6 +155,18 @@ class BlockReader:
         for f in self._files.values():
             f.close()
         self._files = {}
+
+
+def _copy_range(source: int, target: int, count: int, offset: int) -> int:
+    """Copy up to `count` bytes at `offset` of `source` to `target`'s position; bytes copied."""
+    copy_file_range = getattr(os, "copy_file_range", None)
+    if copy_file_range is not None:
+        try:
+            return copy_file_range(source, target, count, offset)
+        except OSError as err:  # another filesystem (EXDEV), or not supported there
+            if err.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+    return os.sendfile(target, source, offset, count)
 
 
 def _gunzip(data: bytes) -> bytes:

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from pipeline.engines.finish import finish_job
+from pipeline.engines.inprocess import units
 from pipeline.engines.inprocess.pool import run_items
 from pipeline.engines.inprocess.units import (
     Bucket,
@@ -44,10 +45,10 @@ from pipeline.engines.inprocess.units import (
     Unit,
     UnitOutput,
     assemble_task,
-    convert_unit,
     describe_unit,
     encode_bucket,
     fit_unit,
+    merge_output,
     plan_units,
     write_grouped_shard,
 )
@@ -58,6 +59,7 @@ from transforms.deadletter import ERRORS_DIR, first_bad_row, write_error_lines
 from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import read_artifacts, transform_dir, write_artifacts
 from transforms.preprocess.chain import prepare_fitted
+from transforms.read.work import ReadTask
 from transforms.stats.accumulator import StatisticsAccumulator
 from transforms.stats.features import SplitStats
 from transforms.stats.proto import write_statistics
@@ -98,7 +100,8 @@ def _run(fn: Any, items: Sequence[T], workers: int, describe: Any, sizes: Any = 
 
 
 class _Merged:
-    """What the convert phase gave, merged in the order of the work items."""
+    """What the convert phase gave, merged task by task in the plan's order (a task's own
+    output: its work items' merged in their order, whoever converted them)."""
 
     def __init__(self, job: Job) -> None:
         self.counts = BatchStats(0, {})
@@ -109,7 +112,7 @@ class _Merged:
         self.pieces: dict[tuple[str, int], list[SpillRef]] = {}  # (split, shard) -> refs
         self.rows: dict[tuple[int, int], list] = {}  # (split index, bucket) -> RowsRefs
 
-    def add(self, unit: Unit, out: UnitOutput) -> None:
+    def add_task(self, task: int, out: UnitOutput) -> None:
         self.counts = self.counts.merge(out.counts)
         self.bad += out.bad
         if self.statistics is not None and out.statistics is not None:
@@ -117,42 +120,86 @@ class _Merged:
         for name, parts in out.parts.items():
             self.parts[name] += parts
         for name, blocks in out.blocks.items():
-            self.blocks.setdefault((name, unit.task), []).extend(blocks)
+            self.blocks.setdefault((name, task), []).extend(blocks)
         for name, pieces in out.pieces.items():
             for shard, ref in pieces:
                 self.pieces.setdefault((name, shard), []).append(ref)
         for key, ref in out.rows:
             self.rows.setdefault(key, []).append(ref)
 
-    def add_parts(self, parts: Mapping[str, list[ShardPart]]) -> None:
-        for name, more in parts.items():
-            self.parts[name] += more
+
+def _schedule(tasks: Sequence[ReadTask], workers: int) -> list[ReadTask | Unit]:
+    """The convert phase's pieces of work, in the plan's order: whole read tasks (a worker
+    writes a task's files as it goes, at no extra cost), and the work items of the tasks left
+    when every worker has had its share of whole ones, which every worker helps with (their
+    blocks assembled here: it costs a write and a copy, so only where it evens out the tail).
+
+    One worker: every task whole. Fewer tasks than workers: every task split. Else the last
+    `tasks % workers` tasks (at least one) are split: the whole ones go out first (largest
+    first), then the items, which even out what the workers finish at."""
+    if workers <= 1:
+        return list(tasks)
+    split_from = 0 if len(tasks) <= workers else len(tasks) - max(1, len(tasks) % workers)
+    work: list[ReadTask | Unit] = []
+    for task in tasks:
+        if task.index >= split_from and len(task.items) > 1:
+            work += [Unit(task.index, item) for item in task.items]
+        else:
+            work.append(task)
+    return work
 
 
-def _convert(job: Job, units: Sequence[Unit], workers: int) -> _Merged:
-    """Phase 2: every work item converted, the results merged in their order. One worker
-    writes the rolling splits as it goes, closing a task's files when its last item is done.
-    With more, a task's files are assembled here from its blocks as soon as its last item is
-    merged, while the workers convert the next (gzip and none: copies in the kernel; zlib's
-    files are compressed in phase 4, on the workers)."""
+def _describe(piece: ReadTask | Unit) -> str:
+    if isinstance(piece, Unit):
+        return describe_unit(piece)
+    return (
+        "read task "
+        + str(piece.index)
+        + " ("
+        + ", ".join(describe_unit(Unit(piece.index, item)) for item in piece.items[:3])
+        + (", ..." if len(piece.items) > 3 else "")
+        + ")"
+    )
+
+
+def _size(piece: ReadTask | Unit) -> float:
+    items = (piece.item,) if isinstance(piece, Unit) else piece.items
+    return float(sum(item.source_bytes for item in items))
+
+
+def _convert(job: Job, tasks: Sequence[ReadTask], workers: int) -> _Merged:
+    """Phase 2: every read task converted, whole on one worker or item by item on any
+    (`_schedule`), merged task by task in their order. A split task's rolling files are
+    assembled here from its blocks as soon as its last item is merged, while the workers go
+    on (gzip and none: copies in the kernel; zlib's files are compressed in phase 4, on the
+    workers)."""
     merged = _Merged(job)
-    assemble_here = job.spill_blocks and job.plan.config.compression != "zlib"
+    assemble_here = job.plan.config.compression != "zlib"
+    work = _schedule(tasks, workers)
 
-    def convert(unit: Unit) -> UnitOutput:
-        return convert_unit(job, unit)
+    def convert(piece: ReadTask | Unit) -> UnitOutput:
+        if isinstance(piece, Unit):
+            return units.convert_unit(job, piece, spill_blocks=True)
+        return units.convert_task(job, piece)
 
-    for i, out in _run(convert, units, workers, describe_unit, _sizes(units)):
-        merged.add(units[i], out)
-        if i + 1 < len(units) and units[i + 1].task == units[i].task:
+    pending: UnitOutput | None = None  # a split task's output so far
+    for i, out in _run(convert, work, workers, _describe, [_size(p) for p in work]):
+        piece = work[i]
+        if not isinstance(piece, Unit):
+            merged.add_task(piece.index, out)
+            continue
+        if pending is None:
+            pending = UnitOutput()
+        merge_output(pending, out)
+        if i + 1 < len(work) and getattr(work[i + 1], "task", None) == piece.task:
             continue  # the task goes on
-        if not job.spill_blocks:
-            merged.add_parts(job.close_task())
-        elif assemble_here:
-            task = units[i].task
-            for name, _ in job.splits:
-                blocks = merged.blocks.pop((name, task), None)
-                if blocks:
-                    merged.parts[name] += assemble_task(job, TaskBlocks(name, task, tuple(blocks)))
+        if assemble_here:
+            for name, blocks in list(pending.blocks.items()):
+                parts = assemble_task(job, TaskBlocks(name, piece.task, tuple(blocks)))
+                pending.parts.setdefault(name, []).extend(parts)
+            pending.blocks = {}
+        merged.add_task(piece.task, pending)
+        pending = None
     return merged
 
 
@@ -209,14 +256,14 @@ def run_in_process(
     `run_id` and `progress_dir` as in build_pipeline."""
     config = plan.config
     temp_dir = fs.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
-    job = Job(plan, temp_dir, progress_dir, spill_blocks=workers > 1)
+    job = Job(plan, temp_dir, progress_dir)
     units = plan_units(plan)
     transform_files: list[str] = []
     if plan.preprocess is not None:
         fitted = _fit(job, units, workers)
         job.prepared = prepare_fitted(plan.preprocess, fitted)
         transform_files = write_artifacts(fitted, plan.preprocess, transform_dir(config.output))
-    merged = _convert(job, units, workers)
+    merged = _convert(job, plan.shards.tasks, workers)
     if job.grouped_sequence:
         _buckets(job, merged, workers)
     _write(job, merged, workers)

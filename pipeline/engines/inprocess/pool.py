@@ -3,12 +3,14 @@ processes of this machine, the results handed back in the items' order.
 
     for index, result in run_items(convert_unit, units, workers=4, describe=str): ...
 
-With one worker the items run here, one after another. With more, `run_items` forks that many
+With one worker the items run here, one after another. With N, `run_items` forks N - 1
 processes (the `fork` start method: a worker starts with everything this process holds, the
 plan, the compiled kernel, the fitted analyzers, so nothing is pickled on the way in and a
-worker costs milliseconds, not an interpreter's start-up). Each worker is handed one item index
-at a time over its pipe and sends back the result (pickled); the next item goes to whichever
-worker is free, the largest items first (`sizes`), so the last item to finish is a small one.
+worker costs milliseconds, not an interpreter's start-up) and this process is the N-th: N
+workers are N processes on N cores. A thread of this process hands each forked worker the
+next item index over its pipe as soon as it sends back a result (pickled), while this process
+works on items too. The largest items go first (`sizes`), so the last item to finish is a
+small one.
 Results are yielded in item order whatever order they finish in, so what the caller merges,
 and so the output, does not depend on the number of workers.
 
@@ -26,14 +28,13 @@ import collections
 import contextlib
 import multiprocessing
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
-__all__ = ["UserWorkItemError", "WorkItemError", "run_items"]
-
-PREFETCH = 2  # items sent to a worker at a time: the one it works on, and the next
+__all__ = ["UserWorkItemError", "WorkItemError", "run_items", "work_item_error"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -55,19 +56,29 @@ class _RemoteTracebackError(Exception):
         return str(self.args[0])
 
 
-def _error(item: str, err: BaseException, remote: str | None = None) -> WorkItemError:
-    """The error for `err` raised on `item`, naming the item unless its message does."""
+def work_item_error(item: str, err: BaseException, remote: str | None = None) -> WorkItemError:
+    """The error for `err` raised on `item`, naming the item unless its message does (or it
+    names one already: a WorkItemError is kept as it is)."""
+    if isinstance(err, WorkItemError) and remote is None:
+        return err
     message = str(err) or type(err).__name__
-    text = message if item and item in message else f"{item}: {message}"
-    cls = UserWorkItemError if isinstance(err, ValueError | OSError) else WorkItemError
-    made = cls(text)
+    named = isinstance(err, WorkItemError) or getattr(err, "named", False)
+    text = message if named or (item and item in message) else f"{item}: {message}"
+    user = isinstance(err, ValueError | OSError) or getattr(err, "user", False)
+    made = (UserWorkItemError if user else WorkItemError)(text)
     made.__cause__ = _RemoteTracebackError(remote) if remote else err
     return made
 
 
-def _serve(conn: Connection, fn: Callable[[Any], Any], items: Sequence[Any]) -> None:
-    """A worker: run fn(items[i]) for each index received; None ends it."""
+def _serve(
+    conn: Connection, fn: Callable[[Any], Any], items: Sequence[Any], others: list[Connection]
+) -> None:
+    """A worker: run fn(items[i]) for each index received; None ends it. `others`: the
+    launcher's ends of the workers forked before this one, which this one holds from the fork
+    and closes (held open here, a dead launcher's pipes would never tell its workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
+    for other in others:
+        other.close()
     while True:
         try:
             index = conn.recv()
@@ -78,8 +89,15 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], items: Sequence[Any]) -> 
         try:
             result = fn(items[index])
         except BaseException as err:  # sent back as text: the launcher names the item
+            facts = (
+                type(err).__name__,
+                str(err),
+                traceback.format_exc(),
+                isinstance(err, WorkItemError),  # it names its work item already
+                isinstance(err, ValueError | OSError),  # the user's input, not a fault
+            )
             with contextlib.suppress(Exception):
-                conn.send(("error", index, (type(err).__name__, str(err), traceback.format_exc())))
+                conn.send(("error", index, facts))
             return
         conn.send(("done", index, result))
 
@@ -95,9 +113,46 @@ def _died(process: multiprocessing.process.BaseProcess) -> str:
 class _WorkerError(Exception):
     """A worker's error, rebuilt from its text (its class may not pickle)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(self, name: str, message: str, named: bool, user: bool) -> None:
         super().__init__(message)
-        self.name = name
+        self.name, self.named, self.user = name, named, user
+
+
+class _Interrupts:
+    """Whether Ctrl-C came while this process worked on an item. A KeyboardInterrupt raised
+    inside compiled code comes out as another error (numba: "returned a result with an
+    exception set"): with this, it is still reported as the interrupt it is."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _here(
+    fn: Callable[[T], R], item: T, describe: Callable[[T], str], interrupts: _Interrupts
+) -> R:
+    """fn(item) in this process, a failure named by its work item."""
+    try:
+        return fn(item)
+    except (KeyboardInterrupt, WorkItemError):
+        raise
+    except Exception as err:
+        if interrupts.seen:  # Ctrl-C, surfaced by compiled code as another error
+            raise KeyboardInterrupt from err
+        raise work_item_error(describe(item), err) from err
 
 
 def run_items(
@@ -107,22 +162,107 @@ def run_items(
     describe: Callable[[T], str] = str,
     sizes: Sequence[float] | None = None,
 ) -> Iterator[tuple[int, R]]:
-    """(index, fn(items[index])) for every item, in index order; `workers` processes (1: here).
-    `describe` names an item in an error; `sizes` (optional) orders the work, largest first."""
+    """(index, fn(items[index])) for every item, in index order, on `workers` processes: this
+    one and `workers - 1` forked ones (1: this one alone). `describe` names an item in an
+    error; `sizes` (optional) orders the work, largest first."""
     if workers <= 1 or len(items) <= 1:
         for index, item in enumerate(items):
-            try:
-                result = fn(item)
-            except (KeyboardInterrupt, WorkItemError):
-                raise
-            except Exception as err:
-                raise _error(describe(item), err) from err
+            with _Interrupts() as interrupts:
+                result = _here(fn, item, describe, interrupts)
             yield index, result
         return
     order = list(range(len(items)))
     if sizes is not None:
         order.sort(key=lambda i: -sizes[i])  # largest first: the tail is a small item
     yield from _run_pool(fn, items, min(workers, len(items)), describe, order)
+
+
+class _Dispatch(threading.Thread):
+    """The launcher's thread that keeps the forked workers fed: it hands each the next item as
+    soon as it sends a result, while the launcher's own thread works on an item of its own or
+    on what the caller does with a result."""
+
+    def __init__(
+        self,
+        procs: list[tuple[multiprocessing.process.BaseProcess, Connection]],
+        items: Sequence[Any],
+        pending: collections.deque[int],
+        describe: Callable[[Any], str],
+    ) -> None:
+        super().__init__(daemon=True, name="tfrecord-etl workers")
+        self.procs, self.items, self.pending, self.describe = procs, items, pending, describe
+        self.changed = threading.Condition()  # guards pending, held, done, failure
+        self.held: dict[int, int] = {}  # forked worker -> the item it works on
+        self.done: dict[int, Any] = {}
+        self.failure: BaseException | None = None
+        self._stopping = False
+
+    def take(self) -> int | None:
+        """The next item for the launcher's own thread (None: none left)."""
+        with self.changed:
+            return self.pending.popleft() if self.pending else None
+
+    def feed(self, w: int) -> None:
+        """Hand worker `w` its next item, or tell it to stop (with `changed` held)."""
+        conn = self.procs[w][1]
+        if self.pending:
+            index = self.pending.popleft()
+            self.held[w] = index
+            try:
+                conn.send(index)
+            except OSError:  # its end of the pipe closed: it died
+                raise self.died(w) from None
+        else:
+            self.held.pop(w, None)
+            with contextlib.suppress(OSError):
+                conn.send(None)
+
+    def died(self, w: int) -> WorkItemError:
+        proc = self.procs[w][0]
+        proc.join(timeout=5)
+        return WorkItemError(
+            f"a worker process (pid {proc.pid}) {_died(proc)} while it worked on "
+            f"{self.describe(self.items[self.held[w]])}"
+        )
+
+    def run(self) -> None:
+        try:
+            with self.changed:
+                for w in range(len(self.procs)):
+                    self.feed(w)
+            while not self._stopping:
+                with self.changed:
+                    busy = [w for w in self.held]
+                if not busy:
+                    return
+                conns = [self.procs[w][1] for w in busy]
+                sentinels = [self.procs[w][0].sentinel for w in busy]
+                ready = wait(conns + sentinels, timeout=0.2)
+                for w in busy:
+                    proc, conn = self.procs[w]
+                    if conn in ready or conn.poll():
+                        try:
+                            kind, index, payload = conn.recv()
+                        except (EOFError, OSError):  # its end of the pipe closed: it died
+                            raise self.died(w) from None
+                        if kind == "error":
+                            name, message, remote, named, user = payload
+                            failed = _WorkerError(name, message, named, user)
+                            raise work_item_error(self.describe(self.items[index]), failed, remote)
+                        with self.changed:
+                            self.done[index] = payload
+                            self.feed(w)
+                            self.changed.notify_all()
+                    elif proc.sentinel in ready:
+                        raise self.died(w)
+        except BaseException as err:
+            with self.changed:
+                self.failure = err
+                self.changed.notify_all()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.join(timeout=5)
 
 
 def _run_pool(
@@ -132,72 +272,43 @@ def _run_pool(
     describe: Callable[[T], str],
     order: list[int],
 ) -> Iterator[tuple[int, R]]:
+    """`workers - 1` forked processes and this one take the items, so N workers are N
+    processes (N cores busy, not N + 1 processes sharing them, and memory for N). A thread of
+    this process feeds the forked ones (`_Dispatch`) while this one works on items too."""
     context = multiprocessing.get_context("fork")
-    pending = collections.deque(order)
     procs: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
-    # worker -> the item indices sent to it, the first being worked on: a worker holds a second
-    # one queued (while items are left for every worker), so it never waits for this process,
-    # which may be busy with what the caller does with a result
-    held: dict[int, collections.deque[int]] = {}
-    done: dict[int, Any] = {}
+    dispatch: _Dispatch | None = None
     next_out = 0
-
-    def feed(w: int) -> None:
-        queue = held.setdefault(w, collections.deque())
-        while pending and (not queue or (len(queue) < PREFETCH and len(pending) >= workers)):
-            index = pending.popleft()
-            queue.append(index)
-            try:
-                procs[w][1].send(index)
-            except OSError:  # its end of the pipe closed: it died
-                raise died(w) from None
-        if not queue:
-            del held[w]
-            with contextlib.suppress(OSError):
-                procs[w][1].send(None)
-
-    def died(w: int) -> WorkItemError:
-        proc = procs[w][0]
-        proc.join(timeout=5)
-        return WorkItemError(
-            f"a worker process (pid {proc.pid}) {_died(proc)} while it worked on "
-            f"{describe(items[held[w][0]])}"
-        )
-
     try:
-        for _ in range(workers):
+        for _ in range(workers - 1):
             ours, theirs = context.Pipe()
-            proc = context.Process(target=_serve, args=(theirs, fn, items), daemon=True)
+            others = [c for _, c in procs]
+            proc = context.Process(target=_serve, args=(theirs, fn, items, others), daemon=True)
             proc.start()
             theirs.close()
             procs.append((proc, ours))
-        for w in range(workers):
-            feed(w)
-        while held:
-            busy = [procs[w] for w in held]  # an idle worker's sentinel would wake us for nothing
-            ready = wait([c for _, c in busy] + [p.sentinel for p, _ in busy])
-            for w in list(held):
-                proc, conn = procs[w]
-                if conn in ready or conn.poll():
-                    try:
-                        kind, index, payload = conn.recv()
-                    except (EOFError, OSError):  # its end of the pipe closed: it died
-                        raise died(w) from None
-                    if kind == "error":
-                        name, message, remote = payload
-                        raise _error(describe(items[index]), _WorkerError(name, message), remote)
-                    done[index] = payload
-                    held[w].popleft()
-                    feed(w)
-                elif proc.sentinel in ready:
-                    raise died(w)
-            while next_out in done:
-                yield next_out, done.pop(next_out)
-                next_out += 1
-        while next_out in done:
-            yield next_out, done.pop(next_out)
-            next_out += 1
+        dispatch = _Dispatch(procs, items, collections.deque(order), describe)
+        dispatch.start()  # after every fork: no worker is forked while a thread runs
+        while next_out < len(items):
+            index = dispatch.take()
+            if index is not None:  # an item for this process
+                with _Interrupts() as interrupts:
+                    result = _here(fn, items[index], describe, interrupts)
+                with dispatch.changed:
+                    dispatch.done[index] = result
+            with dispatch.changed:
+                while index is None and next_out not in dispatch.done and dispatch.failure is None:
+                    dispatch.changed.wait()
+                if dispatch.failure is not None:
+                    raise dispatch.failure
+                ready = []
+                while next_out in dispatch.done:
+                    ready.append((next_out, dispatch.done.pop(next_out)))
+                    next_out += 1
+            yield from ready
     finally:
+        if dispatch is not None:
+            dispatch.stop()
         _stop(procs)
 
 

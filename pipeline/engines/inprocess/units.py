@@ -20,13 +20,14 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from pipeline.engines.inprocess.pool import work_item_error
 from pipeline.job.plan import JobPlan
 from transforms.batch import TableBatch
 from transforms.convert import Conversion
 from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch
 from transforms.preprocess.chain import analysis_inputs
-from transforms.read.work import WorkItem, read_work_item
+from transforms.read.work import ReadTask, WorkItem, read_work_item
 from transforms.sequence.encode import encode_groups
 from transforms.sequence.spill import RowsRef, read_bucket, spill_batch
 from transforms.stats.accumulator import StatisticsAccumulator
@@ -45,10 +46,12 @@ __all__ = [
     "Unit",
     "UnitOutput",
     "assemble_task",
+    "convert_task",
     "convert_unit",
     "describe_unit",
     "encode_bucket",
     "fit_unit",
+    "merge_output",
     "plan_units",
     "write_grouped_shard",
 ]
@@ -89,16 +92,13 @@ class Job:
     """The job as every worker sees it: the plan, the conversion, the fitted analyzers, where
     temp files go; and, per process, the compressor and the progress reports."""
 
-    def __init__(
-        self, plan: JobPlan, temp_dir: str, progress_dir: str | None, spill_blocks: bool
-    ) -> None:
+    def __init__(self, plan: JobPlan, temp_dir: str, progress_dir: str | None) -> None:
         config = plan.config
         self.plan = plan
         self.conversion: Conversion = plan.conversion()
         self.splits = self.conversion.splits
         self.temp_dir = temp_dir
         self.progress_dir = progress_dir
-        self.spill_blocks = spill_blocks  # rolling splits: spill blocks (workers > 1)
         self.prepared: Mapping[int, Any] = {}  # the fitted analyzers, prepared
         self.statistics = config.stats and plan.sequence is None  # Examples only, as build.py
         self.grouped_sequence = plan.sequence is not None and plan.sequence.grouped
@@ -237,10 +237,11 @@ class UnitOutput:
     rows: list[tuple[tuple[int, int], RowsRef]] = dataclasses.field(default_factory=list)
 
 
-def convert_unit(job: Job, unit: Unit) -> UnitOutput:
+def convert_unit(job: Job, unit: Unit, spill_blocks: bool = True) -> UnitOutput:
     """Read, split, preprocess and encode one work item; write its records of each rolling
-    split (serial), or spill them (blocks for the rolling splits, pieces by shard for grouped
-    ones, rows by bucket for a grouped sequence)."""
+    split into its task's files (`spill_blocks` False: the task is this worker's), or spill
+    them (blocks for the rolling splits, pieces by shard for grouped ones, rows by bucket for
+    a grouped sequence)."""
     conversion, splits = job.conversion, job.splits
     out = UnitOutput()
     if job.statistics:
@@ -264,7 +265,7 @@ def convert_unit(job: Job, unit: Unit) -> UnitOutput:
             if encoded is None:
                 continue
             for name, records in encoded.by_split(splits):
-                _write(job, unit, name, records, block_spills, spillers, out)
+                _write(job, unit, name, records, spill_blocks, block_spills, spillers, out)
             s = encoded.stats
             out.counts = out.counts.merge(
                 BatchStats(s.rows, s.nulls, encoded.split_rows(splits), s.steps)
@@ -282,11 +283,46 @@ def convert_unit(job: Job, unit: Unit) -> UnitOutput:
     return out
 
 
+def convert_task(job: Job, task: ReadTask) -> UnitOutput:
+    """A whole read task on this worker: its work items in order, the rolling files written as
+    they go (no blocks to assemble), the statistics folded over its items in their order."""
+    out = UnitOutput()
+    for item in task.items:
+        unit = Unit(task.index, item)
+        try:
+            got = convert_unit(job, unit, spill_blocks=False)
+        except Exception as err:  # the one-line error names the work item, not the task
+            raise work_item_error(describe_unit(unit), err) from err
+        merge_output(out, got)
+    for name, parts in job.close_task().items():
+        out.parts.setdefault(name, []).extend(parts)
+    return out
+
+
+def merge_output(into: UnitOutput, got: UnitOutput) -> None:
+    """Add `got` (the next work item's output, in the plan's order) to `into`."""
+    into.counts = into.counts.merge(got.counts)
+    into.bad += got.bad
+    if got.statistics is not None:
+        if into.statistics is None:
+            into.statistics = got.statistics
+        else:
+            into.statistics.merge(got.statistics)
+    for name, parts in got.parts.items():
+        into.parts.setdefault(name, []).extend(parts)
+    for name, blocks in got.blocks.items():
+        into.blocks.setdefault(name, []).extend(blocks)
+    for name, pieces in got.pieces.items():
+        into.pieces.setdefault(name, []).extend(pieces)
+    into.rows += got.rows
+
+
 def _write(
     job: Job,
     unit: Unit,
     name: str,
     records: EncodedBatch,
+    spill_blocks: bool,
     block_spills: dict[str, BlockSpill],
     spillers: dict[str, ShardSpiller],
     out: UnitOutput,
@@ -299,7 +335,7 @@ def _write(
         if spiller is None:
             spiller = spillers[name] = job.shard_spiller(name)
         out.pieces.setdefault(name, []).extend(spiller.spill(records))
-    elif job.spill_blocks:
+    elif spill_blocks:
         spill = block_spills.get(name)
         if spill is None:
             spill = block_spills[name] = BlockSpill(
