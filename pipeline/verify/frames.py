@@ -16,77 +16,14 @@ import struct
 from collections.abc import Iterator
 
 import numpy as np
-from numba import njit
 
 from pipeline.verify.report import Finding
-from transforms.encode.kernel.crc import (
-    CRC_TABLE,
-    crc_of_range,
-    hardware_crc32c_address,
-    mask_crc,
-)
-from transforms.encode.kernel.memory import call_u32_of_bytes
 from transforms.write import tfrecord
+from transforms.write.frames import BAD_DATA, BAD_LENGTH, OK, frames_of
 
 __all__ = ["FrameBlock", "frame_blocks"]
 
-_CRC_FN = hardware_crc32c_address()
-_OK, _BAD_DATA = 0, 1  # a frame's state
-_MORE, _BAD_LENGTH = 0, 1  # why a walk stopped: the block ends inside a frame / a bad length crc
-
-
-@njit(cache=True, inline="always")
-def _crc(buf, addr, start, end, crc_fn, table):  # noqa: ANN001, ANN202
-    if crc_fn != 0:
-        return np.int64(call_u32_of_bytes(crc_fn, addr + start, end - start))
-    return crc_of_range(buf, start, end, table)
-
-
-@njit(cache=True, inline="always")
-def _u64(buf, p):  # noqa: ANN001, ANN202
-    value = np.uint64(0)
-    for j in range(8):
-        value |= np.uint64(buf[p + j]) << np.uint64(8 * j)
-    return value
-
-
-@njit(cache=True, inline="always")
-def _u32(buf, p):  # noqa: ANN001, ANN202
-    value = np.int64(0)
-    for j in range(4):
-        value |= np.int64(buf[p + j]) << (8 * j)
-    return value
-
-
-@njit(cache=True)
-def walk_frames(buf, addr, crc_fn, table):  # noqa: ANN001, ANN202
-    """Every whole frame of buf: (frame starts, data starts, data ends, states, where the walk
-    stopped, why)."""
-    size = buf.shape[0]
-    cap = size // tfrecord.FRAME_OVERHEAD + 1
-    frames = np.empty(cap, np.int64)
-    starts = np.empty(cap, np.int64)
-    ends = np.empty(cap, np.int64)
-    states = np.empty(cap, np.int8)
-    n, p, why = 0, 0, _MORE
-    while size - p >= tfrecord.HEADER_BYTES:
-        length = _u64(buf, p)
-        stored = _u32(buf, p + tfrecord.LENGTH_BYTES)
-        if mask_crc(_crc(buf, addr, p, p + tfrecord.LENGTH_BYTES, crc_fn, table)) != stored:
-            why = _BAD_LENGTH
-            break
-        start = p + tfrecord.HEADER_BYTES
-        if length > np.uint64(size - start):
-            break
-        end = start + np.int64(length)
-        if end + tfrecord.FOOTER_BYTES > size:
-            break
-        good = mask_crc(_crc(buf, addr, start, end, crc_fn, table)) == _u32(buf, end)
-        frames[n], starts[n], ends[n] = p, start, end
-        states[n] = _OK if good else _BAD_DATA
-        n += 1
-        p = end + tfrecord.FOOTER_BYTES
-    return frames[:n], starts[:n], ends[:n], states[:n], p, why
+_OK, _BAD_DATA, _BAD_LENGTH = OK, BAD_DATA, BAD_LENGTH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,9 +61,7 @@ def frame_blocks(path: str, compression: str) -> Iterator[FrameBlock]:
             break
         buf = buf + chunk if buf else chunk
         array = np.frombuffer(buf, np.uint8)
-        frames, starts, ends, states, stop, why = walk_frames(
-            array, array.ctypes.data, _CRC_FN, CRC_TABLE
-        )
+        frames, starts, ends, states, stop, why = frames_of(array)
         faults = []
         for i in np.flatnonzero(states != _OK).tolist():
             index_of = index + i
