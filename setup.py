@@ -39,6 +39,11 @@ setup(
     extras_require={
         # The reader side (pipeline.reader) needs TensorFlow; the conversion job does not.
         "tf": ["tensorflow-cpu>=2.15"],
+        # PyTorch datasets over an output (pipeline/reader/torch.py); the numpy reader
+        # (pipeline/reader/arrays.py) and random access (pipeline/reader/index.py) need neither.
+        "torch": ["torch>=2.1"],
+        # grain's RandomAccessDataSource over an indexed output (docs/reader.md)
+        "grain": ["grain>=0.2"],
         # Dask: the cluster engine the distributed tests run on
         # (pipeline/engines/beam/dask_runner.py).
         "dask": [f"apache-beam[dask]=={BEAM_VERSION}", "dask==2026.8.0", "distributed==2026.8.0"],
@@ -54,6 +59,9 @@ setup(
             "gcp-storage-emulator==2026.7.19",
             # reads the tfds layout back through tfds.builder_from_directory (tests/test_layouts.py)
             "tensorflow-datasets==4.9.10",
+            # a grain data source over an indexed output (tests/test_reader_index.py); PyTorch's
+            # tests run where torch is installed (.ci/run installs the CPU build)
+            "grain==0.2.18",
             # Ray Data reading an output with its schema.pbtxt (tests/test_ray_read.py);
             # pandas pinned below 2.4, the bound Beam's own extras keep
             "ray[data]==2.60.0",

@@ -15,7 +15,7 @@ from conftest import REPO
 
 # Beam modules under transforms/: the Beam transforms, and the writers built on Beam's windowed
 # values; every other module there is plain.
-BEAM_TRANSFORMS = {"transforms.write.rolling"}
+BEAM_TRANSFORMS = {"transforms.write.rolling.beam"}
 
 # Beam modules under pipeline/: the Beam engine's room; the tf.data reader imports TensorFlow
 # (not Beam) and is left out for its import time. Every other module of pipeline/ is plain.

@@ -21,8 +21,8 @@ from transforms.encode.schema import plan_features
 from transforms.read.work import WorkItem
 from transforms.write.files import BlockFile
 from transforms.write.grouped.records import gather_records, shard_ids, shuffle_keys
+from transforms.write.rolling.task_files import TaskFiles
 from transforms.write.sizing import csv_bytes_per_row, plan_shards, plan_tasks
-from transforms.write.task_files import TaskFiles
 
 SPLITS = "splits: {train: 80, eval: 10, test: 10}\n"
 

@@ -40,7 +40,7 @@ def _rows(plan: JobPlan) -> tuple[int, bool]:
 
 def _rolling_shards(plan: JobPlan, fraction: float) -> int:
     """Files a rolling write makes of a split: each task rolls to a new file at the target
-    size and appends its last, smaller file to the one before (transforms/write/rolling.py)."""
+    size and appends its last, smaller file to the one before (transforms/write/rolling/beam.py)."""
     ratio, target = plan.shards.bytes_per_input_byte, plan.shards.target_bytes
     total = 0
     for task in plan.shards.tasks:

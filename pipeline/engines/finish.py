@@ -24,6 +24,7 @@ from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import manifest_section, transform_dir
 from transforms.read.files import InputError
 from transforms.write.files import ShardFile
+from transforms.write.index import write_index
 
 __all__ = ["beam_version", "finish_job"]
 
@@ -45,6 +46,7 @@ def finish_job(
     run_id: str | None,
     transform_files: Sequence[str] = (),
     statistics: Mapping[str, str] | None = None,
+    indexes: Mapping[str, str] | None = None,
 ) -> str:
     """Write the manifest, or raise BadRowsError (and write none) past the bad-row limits.
 
@@ -65,6 +67,8 @@ def finish_job(
     if not error_files:
         remove_empty_dir(errors_dir)  # the error sink's temp dir, on filesystems that have dirs
     remove_empty_dir(temp_dir)
+    if config.index and indexes is None:
+        indexes = {s.path: write_index(s.path, config.compression) for s in shards}
     transform = None
     if plan.preprocess is not None:
         transform = manifest_section(
@@ -100,6 +104,7 @@ def finish_job(
         layout=layout_section(config.layout),
         sequence=sequence_section(plan.sequence, stats),
         statistics=statistics,
+        indexes=indexes,
     )
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit

@@ -21,7 +21,7 @@ from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read.csv_reader import CsvOptions
 from transforms.sequence.layout import SequenceError, SequenceOptions, parse_sequence
-from transforms.write.compression import check_level
+from transforms.write.compression import INDEX_MEMBER_BYTES, check_level
 from transforms.write.layout import DEFAULT_LAYOUT, layout_compressions
 from transforms.write.sizing import DEFAULT_SHARD_MB
 
@@ -65,8 +65,13 @@ class JobConfig:
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
     stats: bool = True  # feature statistics per split (transforms/stats/)
     report: bool = False  # write report.html after the run (not recorded in the manifest)
+    index: bool = False  # an index file beside each shard (transforms/write/index.py)
     engine: str = "auto"  # what runs the job (pipeline/engines/choose.py; not recorded)
     workers: int = 0  # the in-process engine's processes; 0: this machine's cores (not recorded)
+
+    def member_bytes(self) -> int | None:
+        """The framed bytes of a gzip member of an indexed output (None: one member a block)."""
+        return INDEX_MEMBER_BYTES if self.index and self.compression == "gzip" else None
 
     def analysis_split(self) -> str | None:
         """The split the analyzers are fitted on; None when there is one split (every row)."""
@@ -84,7 +89,7 @@ _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
 # default, so an output that does not use them is the same as before they existed.
-OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT, "stats": True}
+OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT, "stats": True, "index": False}
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
@@ -288,7 +293,21 @@ def _job_config(values: dict[str, Any]) -> JobConfig:
     except ValueError as err:
         raise ConfigError(f"compression_level: {err}") from err
     _check_layout(values)
+    _check_index(values)
     return JobConfig(**values)
+
+
+def _check_index(values: dict[str, Any]) -> None:
+    """`index` needs shards a reader can enter in the middle, written by the blocks sink."""
+    if not values.get("index"):
+        return
+    if values.get("compression", JobConfig.compression) == "zlib":
+        raise ConfigError(
+            "index: a zlib shard is one deflate stream, which cannot be entered in the middle; "
+            "use compression gzip or none with an index"
+        )
+    if values.get("sink") == "tfrecordio":
+        raise ConfigError("index: the tfrecordio sink is Beam's own; use sink: blocks")
 
 
 def _check_layout(values: dict[str, Any]) -> None:

@@ -149,6 +149,13 @@ OPTIONS: tuple[Option, ...] = (
         "bool",
     ),
     Option(
+        "index",
+        (bool,),
+        "an index file beside each shard (<shard>.idx: where each record lies), for random "
+        "access by record number; gzip is then written in members of about 32 KiB",
+        "bool",
+    ),
+    Option(
         "report",
         (bool,),
         "after the run, write <output>/report.html from the manifest and the statistics "

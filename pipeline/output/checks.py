@@ -50,6 +50,8 @@ def _check_confined(path: str, data: Mapping[str, Any]) -> None:
         for i, shard in enumerate(shards if isinstance(shards, list) else []):
             if isinstance(shard, dict) and "file" in shard:
                 check_inside(shard["file"], path, f"splits.{name}.shards[{i}].file")
+            if isinstance(shard, dict) and shard.get("index") is not None:
+                check_inside(shard["index"], path, f"splits.{name}.shards[{i}].index")
     for section in ("transform", "layout"):  # {"files": [paths]} sections
         entry = data.get(section)
         files = entry.get("files", []) if isinstance(entry, dict) else []

@@ -83,11 +83,19 @@ class StoredFeature:
 @dataclasses.dataclass(frozen=True)
 class ShardEntry:
     """One shard: its path relative to the output; records and bytes when the writer counted
-    them (None for Beam's own TFRecord sink)."""
+    them (None for Beam's own TFRecord sink); its index file with `--index`
+    (transforms/write/index.py)."""
 
     file: str
     rows: int | None
     bytes: int | None
+    index: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "rows": self.rows, "bytes": self.bytes}
+        if self.index is not None:  # outputs without one keep the entries they always had
+            out["index"] = self.index
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +205,7 @@ class Manifest:
                 name: {
                     "rows": s.rows,
                     "files": list(s.files),
-                    "shards": [dataclasses.asdict(shard) for shard in s.shards],
+                    "shards": [shard.to_json() for shard in s.shards],
                 }
                 for name, s in self.splits.items()
             },
@@ -250,7 +258,7 @@ class Manifest:
                     int(s["rows"]),
                     tuple(s["files"]),
                     tuple(
-                        ShardEntry(e["file"], e.get("rows"), e.get("bytes"))
+                        ShardEntry(e["file"], e.get("rows"), e.get("bytes"), e.get("index"))
                         for e in s.get("shards", [])
                     ),
                 )
@@ -310,12 +318,14 @@ class Manifest:
         sequence: SequenceSection | None = None,
         statistics: Mapping[str, str] | None = None,
         schema: str | None = None,
+        indexes: Mapping[str, str] | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
         `shards`: the final files of each split (transforms/write/files.py `ShardFile`: path,
-        rows, bytes), made relative to `output_dir`.
+        rows, bytes), made relative to `output_dir`; `indexes`: shard path -> its index file.
         """
+        indexes = indexes or {}
         prefix = output_dir.rstrip("/") + "/"
 
         def relative(path: str) -> str:
@@ -324,7 +334,15 @@ class Manifest:
         splits = {}
         for name, files in shards.items():
             entries = sorted(
-                (ShardEntry(relative(f.path), f.rows, f.bytes) for f in files),
+                (
+                    ShardEntry(
+                        relative(f.path),
+                        f.rows,
+                        f.bytes,
+                        relative(indexes[f.path]) if f.path in indexes else None,
+                    )
+                    for f in files
+                ),
                 key=lambda e: e.file,
             )
             splits[name] = SplitEntry(
@@ -351,8 +369,10 @@ class Manifest:
         )
 
     def metadata_files(self) -> list[str]:
-        """The statistics files and the schema, relative to the output directory."""
+        """The statistics files, the schema and the shards' index files, relative to the output
+        directory."""
         files = list((self.statistics or {}).values())
+        files += [s.index for split in self.splits.values() for s in split.shards if s.index]
         return files + ([self.schema] if self.schema else [])
 
 

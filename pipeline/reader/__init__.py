@@ -2,7 +2,10 @@
 
 - `spec`: the `tf.io.parse_example` spec of the stored features, and `restore` of a parsed batch;
 - `sequence`: the same for SequenceExamples (`[batch, time, ...]` steps);
-- `dataset`: `load_dataset` (a `tf.data.Dataset` of restored batches) and `feature_spec`.
+- `dataset`: `load_dataset` (a `tf.data.Dataset` of restored batches) and `feature_spec`;
+- without TensorFlow: `arrays` (`iter_batches`: numpy batches, value for value load_dataset's),
+  `decode` (records -> raw values, compiled), `records` (shards, partitions, shuffle buffer),
+  `index` (rows by number through `--index` files), `torch` (PyTorch datasets; needs torch).
 
 May import: pipeline.output (the manifest) and transforms/. Nothing here writes.
 

@@ -47,7 +47,7 @@ from pipeline.reader.records import (
 )
 from transforms.encode.features import BYTES, FLOAT64_BYTES
 
-__all__ = ["LENGTH_KEY", "PRESENT_SUFFIX", "Ragged", "decode_batch", "iter_batches"]
+__all__ = ["LENGTH_KEY", "PRESENT_SUFFIX", "Layout", "Ragged", "decode_batch", "iter_batches"]
 
 PRESENT_SUFFIX = "__present"
 LENGTH_KEY = "__length"
@@ -177,7 +177,7 @@ def _check_names(features: Sequence[StoredFeature], extra: Sequence[str]) -> Non
         )
 
 
-class _Layout:
+class Layout:
     """What a batch is decoded with: the wanted features and feature lists, their keys."""
 
     def __init__(self, manifest: Manifest, columns: Sequence[str] | None, null_masks: bool) -> None:
@@ -200,7 +200,7 @@ class _Layout:
         self.lists = Keys.of([f.name for f in steps], [kind(f) for f in steps])
 
 
-def decode_batch(block: RecordBlock, layout: _Layout, where: str = "") -> dict[str, Any]:
+def decode_batch(block: RecordBlock, layout: Layout, where: str = "") -> dict[str, Any]:
     """The records of `block` as one batch of numpy arrays (see the module docstring)."""
     raws, lists = decode_records(
         block.buffer, block.starts, block.stops, layout.keys, layout.lists, where
@@ -275,7 +275,7 @@ def iter_batches(
     if not isinstance(repeat, bool) and repeat < 1:
         raise ValueError(f"repeat must be a bool or a count of at least 1, not {repeat}")
     manifest = read_manifest(output)
-    layout = _Layout(manifest, columns, null_masks)
+    layout = Layout(manifest, columns, null_masks)
     parts = partition(split_shards(output, manifest, split), shard_index, num_shards)
     rng = np.random.default_rng(seed)
     epoch = 0
@@ -289,7 +289,7 @@ def iter_batches(
 
 def _one_pass(
     parts: Sequence[Any],
-    layout: _Layout,
+    layout: Layout,
     batch_size: int,
     shuffle_buffer: int,
     rng: np.random.Generator,

@@ -146,6 +146,44 @@ def _located(
     return fpos, fend, lpos, lend
 
 
+def _parse(
+    buf: np.ndarray, fpos: np.ndarray, fend: np.ndarray, keys: Keys, where: str
+) -> list[Raw]:
+    """Every located Feature's values in one pass: each feature gets a region of the kind's
+    array as large as its Features' bytes (a bound on the values they hold), filled from its
+    start, then cut to what was written."""
+    kinds = keys.kinds
+    bounds = np.where(fpos >= 0, fend - fpos, 0).sum(axis=0).astype(np.int64)
+    value_base = np.zeros(len(kinds), np.int64)
+    byte_base = np.zeros(len(kinds), np.int64)
+    sizes = {}
+    for kind in (parse.KIND_INT64, parse.KIND_FLOAT, parse.KIND_BYTES):
+        mine = kinds == kind
+        value_base[mine] = np.concatenate(([0], np.cumsum(bounds[mine])[:-1]))
+        sizes[kind] = int(bounds[mine].sum())
+    byte_base[:] = value_base
+    ints = np.empty(sizes[parse.KIND_INT64], np.int64)
+    floats = np.empty(sizes[parse.KIND_FLOAT], np.uint32)
+    offsets = np.empty(sizes[parse.KIND_BYTES] + 1, np.int64)
+    data = np.empty(sizes[parse.KIND_BYTES], np.uint8)
+    is_bytes = kinds == parse.KIND_BYTES
+    offsets[value_base[is_bytes]] = byte_base[is_bytes]  # where each region's first value starts
+    counts, ends = parse.parse_values(
+        buf, fpos, fend, kinds, value_base, byte_base, ints, floats, offsets, data
+    )
+    _check(counts, keys.names, where)
+    out = []
+    for f, kind in enumerate(kinds.tolist()):
+        a, b = int(value_base[f]), int(ends[f])
+        if kind == parse.KIND_INT64:
+            out.append(Raw(counts[:, f], ints[a:b]))
+        elif kind == parse.KIND_FLOAT:
+            out.append(Raw(counts[:, f], floats[a:b].view(np.float32)))
+        else:
+            out.append(Raw(counts[:, f], None, offsets[a : b + 1], data))
+    return out
+
+
 def decode_records(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -158,15 +196,7 @@ def decode_records(
     `RawSteps`) of the records buf[starts[i]:stops[i]]. RecordError names `where` and the
     record when one does not parse."""
     fpos, fend, lpos, lend = _located(buf, starts, stops, keys, lists, where)
-    counts, nbytes = parse.count_values(buf, fpos, fend, keys.kinds)
-    _check(counts, keys.names, where)
-
-    def fill(value_at, byte_at, ints, floats, offsets, data) -> None:  # noqa: ANN001
-        parse.fill_values(
-            buf, fpos, fend, keys.kinds, value_at, byte_at, ints, floats, offsets, data
-        )
-
-    raws = _fill(buf, counts, nbytes, keys.kinds, fill) if keys.names else []
+    raws = _parse(buf, fpos, fend, keys, where) if keys.names else []
     steps = decode_steps(buf, lpos, lend, lists, where) if lists.names else []
     return raws, steps
 

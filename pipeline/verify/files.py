@@ -19,8 +19,9 @@ from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
 from transforms import fs
 from transforms.names import ERRORS_DIR
+from transforms.write.index import make_index, parse_index
 
-__all__ = ["check_counts", "check_listing", "read_errors", "read_records"]
+__all__ = ["check_counts", "check_indexes", "check_listing", "read_errors", "read_records"]
 
 _SPAN = 16 * BATCH  # records checked in one compiled pass (a multiple of BATCH)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})")
@@ -37,6 +38,10 @@ def _link_text(link: str, split: str | None) -> str:
 def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[str]:
     """Listed shards that exist; findings for missing, stale and incompletely named shards."""
     listed, existing = set(), set()
+    for entry in manifest.splits.values():  # index files are named like their shard
+        for shard in entry.shards:
+            if shard.index is not None:
+                listed.update((shard.index, posixpath.basename(shard.index)))
     for split, entry in manifest.splits.items():
         counts, indices = set(), set()
         for name in entry.files:
@@ -87,6 +92,53 @@ def check_listing(output: str, manifest: Manifest, findings: Findings) -> set[st
                 )
             )
     return existing
+
+
+def check_indexes(output: str, manifest: Manifest, findings: Findings) -> int:
+    """Each listed index file against the index of its shard as it is (transforms/write/index.py);
+    findings for one missing, unreadable or different. The indexes checked."""
+    checked = 0
+    for split, entry in manifest.splits.items():
+        for shard in entry.shards:
+            if shard.index is None:
+                continue
+            path, shard_path = fs.join(output, shard.index), fs.join(output, shard.file)
+            link = link_on_way(output, path)
+            if link is not None:
+                findings.add(Finding("index", _link_text(link, split), split=split, file=path))
+                continue
+            if not fs.exists(path) or not fs.exists(shard_path):
+                findings.add(
+                    Finding("index", f"{path}: the index of {shard.file} is missing", file=path)
+                )
+                continue
+            try:
+                with fs.open_read(path) as f:
+                    listed = parse_index(f.read(), path, manifest.compression)
+                actual = make_index(shard_path, manifest.compression)
+            except ValueError as err:  # the shard's own faults are the frames check's
+                findings.add(Finding("index", f"{path}: {err}", split=split, file=path))
+                continue
+            checked += 1
+            if listed.shape != actual.shape or not (listed == actual).all():
+                where = _first_difference(listed, actual)
+                findings.add(
+                    Finding(
+                        "index",
+                        f"{path}: does not match {shard.file} ({where}): a reader would read "
+                        "the wrong bytes; write the output again",
+                        split=split,
+                        file=path,
+                    )
+                )
+    return checked
+
+
+def _first_difference(listed: np.ndarray, actual: np.ndarray) -> str:
+    if listed.shape[0] != actual.shape[0]:
+        return f"{listed.shape[0]} entries, the shard holds {actual.shape[0]} records"
+    row = int(np.flatnonzero((listed != actual).any(axis=1))[0])
+    return f"line {row + 1} says {listed[row].tolist()}, the record is at {actual[row].tolist()}"
 
 
 def read_errors(output: str, manifest: Manifest, findings: Findings) -> list[dict]:

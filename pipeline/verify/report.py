@@ -20,6 +20,7 @@ CHECKS = {
     "features": "records hold features the manifest does not list",
     "nulls": "a feature is absent from another number of records than its null_count",
     "counts": "records per split or in total differ from the manifest",
+    "index": "a shard's index file (--index) is missing or does not say where its records are",
     "bad_rows": "the rows in _errors/ differ from the manifest, or from the source",
     "schema": "the source no longer maps to the manifest's features",
     "missing": "a source row's record is not in its split",

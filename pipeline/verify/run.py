@@ -25,6 +25,7 @@ from pipeline.output.manifest import Manifest, SplitRule, manifest_path, read_ma
 from pipeline.verify.compare import Comparison
 from pipeline.verify.files import (
     check_counts,
+    check_indexes,
     check_listing,
     read_errors,
     read_records,
@@ -358,6 +359,7 @@ def verify_output(
     per_split = read_records(output, manifest, existing, checker, comparison, findings)
     checker.finish()
     check_counts(manifest, per_split, findings)
+    check_indexes(output, manifest, findings)
     if comparison is not None:
         _report_comparison(plan, comparison, findings)
     checked: dict[str, Any] = {

@@ -34,7 +34,7 @@ from transforms.write.files import ShardFile
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped.beam import ToShardsFn, WriteShardFn
 from transforms.write.grouped.spill import buckets_per_shard
-from transforms.write.rolling import RollingWriteFn
+from transforms.write.rolling.beam import RollingWriteFn
 
 __all__ = [
     "COMPRESSIONS",
@@ -75,7 +75,8 @@ class WriteShards(beam.PTransform):
     write spills its records there); `estimated_bytes`: the planned size of the output (all
     splits, as stored), from which a shuffle cuts each shard's key range into buckets of a
     bounded size (0: shards up to about 1 GiB of framed records stay bounded); `suffix`: what
-    shard names end with (default: by compression, transforms/write/layout.py).
+    shard names end with (default: by compression, transforms/write/layout.py); `member_bytes`:
+    gzip members of about that many framed bytes (an indexed output, transforms/write/index.py).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class WriteShards(beam.PTransform):
         target_bytes: int = DEFAULT_TARGET_BYTES,
         estimated_bytes: int = 0,
         suffix: str | None = None,
+        member_bytes: int | None = None,
     ) -> None:
         super().__init__()
         if compression not in COMPRESSIONS:
@@ -118,6 +120,7 @@ class WriteShards(beam.PTransform):
         self._target = target_bytes
         self._estimated = estimated_bytes
         self._suffix = file_suffix(compression) if suffix is None else suffix
+        self._member_bytes = member_bytes
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
         if self._sink == "tfrecordio":
@@ -145,6 +148,7 @@ class WriteShards(beam.PTransform):
                 self._level,
                 self._backend,
                 buckets_per_shard(self._estimated, self._num_shards),
+                self._member_bytes,
             )
             parts = (
                 batches
@@ -152,10 +156,12 @@ class WriteShards(beam.PTransform):
                 # (shard index, PieceRef or BucketRef: where the records lie in a spill file)
                 | "GroupByShard" >> beam.GroupByKey()  # (shard index, [refs])
                 | "WriteShard"
-                >> beam.ParDo(WriteShardFn(*args, self._seed, self._progress_dir))  # ShardPart
+                >> beam.ParDo(
+                    WriteShardFn(*args, self._seed, self._progress_dir, self._member_bytes)
+                )  # ShardPart
             )
         else:
-            writer = RollingWriteFn(*args, self._target, self._progress_dir)
+            writer = RollingWriteFn(*args, self._target, self._progress_dir, self._member_bytes)
             parts = batches | "WriteParts" >> beam.ParDo(writer)  # ShardPart (temp file)
         return (
             batches.pipeline

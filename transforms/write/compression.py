@@ -14,6 +14,7 @@ __all__ = [
     "COMPRESSIONS",
     "DEFAULT_LEVEL",
     "GZIP_BACKENDS",
+    "INDEX_MEMBER_BYTES",
     "ZLIB_LEVEL",
     "check_level",
     "file_suffix",
@@ -26,6 +27,9 @@ GZIP_BACKENDS = ("isal", "zlib")
 # for a ~14% larger file; zlib level 6 is what Beam's WriteToTFRecord uses.
 DEFAULT_LEVEL = {"isal": 2, "zlib": 6}
 ZLIB_LEVEL = 6  # compression "zlib" (TensorFlow's ZLIB): one zlib stream per file, as Beam writes
+# An indexed gzip output's members: about this many framed bytes each, so that reading one record
+# at random inflates a member of this size (transforms/write/index.py)
+INDEX_MEMBER_BYTES = 32 << 10
 _LEVELS = {"isal": range(0, 4), "zlib": range(0, 10)}
 _SUFFIX = {"gzip": ".tfrecord.gz", "zlib": ".tfrecord.deflate", "none": ".tfrecord"}
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from transforms.fs import CompressionTypes, FileSystems
 from transforms.write.compression import ZLIB_LEVEL, file_suffix, gzip_compressor
+from transforms.write.frames import framed_offsets
 
 __all__ = ["BlockFile", "ShardFile", "ShardPart", "block_compressor", "shard_name", "temp_path"]
 
@@ -134,10 +135,35 @@ class BlockFile:
 
 
 def block_compressor(
-    compression: str, level: int | None, backend: str
+    compression: str, level: int | None, backend: str, member_bytes: int | None = None
 ) -> Callable[[memoryview], bytes] | None:
-    """What each block goes through: a gzip member per block, or None (zlib deflates per file)."""
-    return gzip_compressor(level, backend) if compression == "gzip" else None
+    """What each block goes through: a gzip member per block, or None (zlib deflates per file).
+
+    `member_bytes` (an indexed output, transforms/write/index.py): a block becomes members of
+    about that many framed bytes, each ending at the first record end at or past each multiple
+    of it from the block's start, so that one record is read back by inflating one small
+    member. The cuts depend on the block alone: a block compressed ahead of its file
+    (blocks.py) is the same bytes."""
+    if compression != "gzip":
+        return None
+    compress = gzip_compressor(level, backend)
+    if member_bytes is None:
+        return compress
+
+    def members(data: memoryview) -> bytes:
+        buffer = np.frombuffer(data, np.uint8)
+        offsets = framed_offsets(buffer)
+        cuts = np.flatnonzero(offsets[1:] // member_bytes > offsets[:-1] // member_bytes) + 1
+        ends = [int(offsets[c]) for c in cuts.tolist()]
+        if not ends or ends[-1] != buffer.shape[0]:
+            ends.append(buffer.shape[0])
+        out, start = [], 0
+        for end in ends:
+            out.append(compress(data[start:end]))
+            start = end
+        return b"".join(out)
+
+    return members
 
 
 def temp_path(temp_dir: str, split: str, order: tuple[int, int], compression: str) -> str:

@@ -1,7 +1,8 @@
-"""The TFRecord frames of a decompressed buffer, found and checked by a compiled walk: both crcs
-of every frame (google-crc32c's C library through its address, or the table loop), no Python
-per record. The one walk `verify` and the TensorFlow-free reader use (the format's layout is in
-tfrecord.py)."""
+"""The TFRecord frames of a decompressed buffer, found by compiled walks: `walk_frames` checks both
+crcs of every frame (google-crc32c's C library through its address, or the table loop), no
+Python per record: the one walk `verify` and the TensorFlow-free reader use; `framed_offsets`
+finds the frames of records this job framed itself, from their lengths alone (the writers).
+The format's layout is in tfrecord.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from transforms.encode.kernel.crc import (
 from transforms.encode.kernel.memory import call_u32_of_bytes
 from transforms.write import tfrecord
 
-__all__ = ["BAD_DATA", "BAD_LENGTH", "MORE", "OK", "frames_of", "walk_frames"]
+__all__ = ["BAD_DATA", "BAD_LENGTH", "MORE", "OK", "framed_offsets", "frames_of", "walk_frames"]
 
 CRC_FN = hardware_crc32c_address()
 OK, BAD_DATA = 0, 1  # a frame's state
@@ -82,3 +83,34 @@ def frames_of(buf: np.ndarray) -> tuple[np.ndarray, ...]:
     """walk_frames over a uint8 array: (frame starts, data starts, data ends, states, where
     the walk stopped, why)."""
     return walk_frames(buf, buf.ctypes.data, CRC_FN, CRC_TABLE)
+
+
+@njit(cache=True)
+def _frame_ends(buffer: np.ndarray) -> np.ndarray:  # pragma: no cover
+    n = buffer.shape[0]
+    ends = np.empty(1, dtype=np.int64)
+    for sweep in range(2):  # count the frames, then note where each ends
+        pos, count = 0, 0
+        while pos + 8 <= n:
+            length = np.int64(0)
+            for i in range(8):
+                length |= np.int64(buffer[pos + i]) << np.int64(8 * i)
+            pos += length + tfrecord.HEADER_BYTES + tfrecord.FOOTER_BYTES
+            count += 1
+            if sweep == 1:
+                ends[count] = pos
+        if sweep == 0:
+            ends = np.empty(count + 1, dtype=np.int64)
+            ends[0] = 0
+    return ends
+
+
+def framed_offsets(buffer: np.ndarray) -> np.ndarray:
+    """Offsets of the TFRecord frames that make up `buffer` (from each frame's length)."""
+    offsets = _frame_ends(buffer)
+    if int(offsets[-1]) != buffer.shape[0]:
+        raise ValueError(
+            f"spilled records end at byte {int(offsets[-1])} of {buffer.shape[0]}: the spill "
+            "file does not hold whole TFRecord frames (written by another version?)"
+        )
+    return offsets

@@ -114,6 +114,7 @@ def build_pipeline(
                 target_bytes=plan.shards.target_bytes,
                 estimated_bytes=plan.shards.estimated_bytes,
                 suffix=shard_suffix(config.compression, config.layout),
+                member_bytes=config.member_bytes(),
             )  # ShardFile: a final shard
         )
     shards = tuple(shards) | "Shards" >> beam.Flatten()  # ShardFile

@@ -66,6 +66,7 @@ from transforms.stats.proto import write_statistics
 from transforms.write.files import ShardFile, ShardPart
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped.pieces import SpillRef
+from transforms.write.index import write_index
 from transforms.write.layout import shard_prefix, shard_suffix
 
 __all__ = ["InProcessEngine", "run_in_process"]
@@ -285,9 +286,15 @@ def run_in_process(
             for name, _ in job.splits
         }
     error_files = write_error_lines(fs.join(config.output, ERRORS_DIR), merged.bad)
+    indexes = None
+    if config.index:  # each shard's index, on the workers (an inflate of the shard for gzip)
+        index = functools.partial(write_index, compression=config.compression)
+        paths = [s.path for s in shards]
+        made = _run(index, paths, workers, str, [float(s.bytes or 0) for s in shards])
+        indexes = {paths[i]: path for i, path in made}
     return finish_job(
         None, plan, shards, merged.counts, first_bad_row(merged.bad), error_files, temp_dir,
-        run_id, transform_files, written,
+        run_id, transform_files, written, indexes,
     )  # fmt: skip
 
 

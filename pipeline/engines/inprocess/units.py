@@ -31,12 +31,12 @@ from transforms.read.work import ReadTask, WorkItem, read_work_item
 from transforms.sequence.encode import encode_groups
 from transforms.sequence.spill import RowsRef, read_bucket, spill_batch
 from transforms.stats.accumulator import StatisticsAccumulator
-from transforms.write.blocks import BlockReader, BlockRef, BlockSpill
 from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
 from transforms.write.grouped.pieces import ShardSpiller, SpillRef, write_shard
 from transforms.write.grouped.spill import SpillWriter, buckets_per_shard
 from transforms.write.progress import SinkProgress
-from transforms.write.task_files import TaskFiles
+from transforms.write.rolling.blocks import BlockReader, BlockRef, BlockSpill
+from transforms.write.rolling.task_files import TaskFiles
 
 __all__ = [
     "Bucket",
@@ -124,8 +124,9 @@ class Job:
         config = self.plan.config
         self._pid = os.getpid()
         self._compress = block_compressor(
-            config.compression, config.compression_level, config.gzip_backend
-        )
+            config.compression, config.compression_level, config.gzip_backend,
+            config.member_bytes(),
+        )  # fmt: skip
         self._progress = {
             name: None if self.progress_dir is None else SinkProgress(self.progress_dir, name)
             for name, _ in self.splits
@@ -165,6 +166,7 @@ class Job:
         return ShardSpiller(
             grouping.num_shards, grouping.seed, self.temp_dir, split, config.compression,
             config.compression_level, config.gzip_backend, grouping.buckets,
+            config.member_bytes(),
         )  # fmt: skip
 
     # -- the serial rolling write: one task's files open at a time ---------------------------

@@ -40,6 +40,7 @@ __all__ = [
     "fill_step_values",
     "fill_values",
     "locate",
+    "parse_values",
     "read_length",
     "read_tag",
     "read_varint",
@@ -131,10 +132,24 @@ def _key_id(buf, ks, ke, key_hashes, key_ids, keybuf, key_offsets):  # noqa: ANN
     return -1
 
 
+@njit(cache=True, inline="always")
+def _same_key(buf, ks, ke, keybuf, key_offsets, k):  # noqa: ANN001, ANN202
+    a, b = key_offsets[k], key_offsets[k + 1]
+    if b - a != ke - ks:
+        return False
+    for j in range(b - a):
+        if keybuf[a + j] != buf[ks + j]:
+            return False
+    return True
+
+
 @njit(cache=True)
-def _map_entries(buf, p, end, key_hashes, key_ids, keybuf, key_offsets, pos, ends, r):  # noqa: ANN001, ANN202
+def _map_entries(buf, p, end, key_hashes, key_ids, keybuf, key_offsets, pos, ends, r, seen):  # noqa: ANN001, ANN202
     """Walk the map entries of a Features or FeatureLists message buf[p:end], noting where the
-    value of each wanted key lies in pos[r, k], ends[r, k]. False when it cannot be followed."""
+    value of each wanted key lies in pos[r, k], ends[r, k]. False when it cannot be followed.
+    `seen[e]`: the key the e-th entry of the last record was (a writer writes its keys in one
+    order: that key is tried first, byte for byte, before the hash)."""
+    e = 0
     while p < end:
         tag, p = read_tag(buf, p, end)
         if p < 0:
@@ -168,12 +183,23 @@ def _map_entries(buf, p, end, key_hashes, key_ids, keybuf, key_offsets, pos, end
                     return False
         if ks < 0:
             ks = ke = p  # an empty key
-        k = _key_id(buf, ks, ke, key_hashes, key_ids, keybuf, key_offsets)
+        k = -1
+        if (
+            e < seen.shape[0]
+            and seen[e] >= 0
+            and _same_key(buf, ks, ke, keybuf, key_offsets, seen[e])
+        ):
+            k = seen[e]
+        else:
+            k = _key_id(buf, ks, ke, key_hashes, key_ids, keybuf, key_offsets)
+            if e < seen.shape[0]:
+                seen[e] = k
         if k >= 0:
             if vs < 0:  # an entry without a value: an empty Feature / FeatureList
                 vs = ve = stop
             pos[r, k], ends[r, k] = vs, ve
         p = stop
+        e += 1
     return True
 
 
@@ -203,6 +229,8 @@ def locate(  # noqa: ANN201
     lpos = np.full((n, max(nl, 1)), -1, np.int64)
     lend = np.full((n, max(nl, 1)), -1, np.int64)
     ok = np.ones(n, np.bool_)
+    fseen = np.full(nf + 16, -1, np.int64)
+    lseen = np.full(nl + 16, -1, np.int64)
     for r in range(n):
         p, end = starts[r], stops[r]
         while p < end:
@@ -217,11 +245,11 @@ def locate(  # noqa: ANN201
                     break
                 if tag == 0x0A:
                     good = _map_entries(
-                        buf, p, p + size, f_hashes, f_ids, f_keys, f_offsets, fpos, fend, r
+                        buf, p, p + size, f_hashes, f_ids, f_keys, f_offsets, fpos, fend, r, fseen
                     )
                 else:
                     good = _map_entries(
-                        buf, p, p + size, l_hashes, l_ids, l_keys, l_offsets, lpos, lend, r
+                        buf, p, p + size, l_hashes, l_ids, l_keys, l_offsets, lpos, lend, r, lseen
                     )
                 if not good:
                     ok[r] = False
@@ -392,6 +420,99 @@ def fill_values(buf, pos, ends, kinds, value_at, byte_at, ints, floats, offsets,
                     buf, ls, le, kinds[f], value_at[r, f], byte_at[r, f], ints, floats, offsets,
                     data,
                 )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _parse_list(buf, p, end, kind, at, byte_at, ints, floats, offsets, data):  # noqa: ANN001, ANN202
+    """Write a list's values from index `at` (and bytes from `byte_at`), checking the wire
+    format as it goes; the next indices, or (-1, -1) for a list that cannot be followed."""
+    while p < end:
+        tag, p = read_tag(buf, p, end)
+        if p < 0:
+            return -1, -1
+        field, wire = tag >> 3, tag & 7
+        if field != 1:
+            p = skip_field(buf, p, end, wire)
+            if p < 0:
+                return -1, -1
+            continue
+        if kind == KIND_BYTES and wire == 2:
+            n, p = read_length(buf, p, end)
+            if p < 0:
+                return -1, -1
+            for j in range(n):
+                data[byte_at + j] = buf[p + j]
+            byte_at += n
+            offsets[at + 1] = byte_at
+            at += 1
+            p += n
+        elif kind == KIND_FLOAT and (wire == 2 or wire == 5):
+            n = 4
+            if wire == 2:
+                n, p = read_length(buf, p, end)
+                if p < 0 or n % 4 != 0:
+                    return -1, -1
+            elif p + 4 > end:
+                return -1, -1
+            stop = p + n
+            while p < stop:
+                bits = np.uint32(0)
+                for j in range(4):
+                    bits |= np.uint32(buf[p + j]) << np.uint32(8 * j)
+                floats[at] = bits
+                at += 1
+                p += 4
+        elif kind == KIND_INT64 and wire == 2:
+            n, p = read_length(buf, p, end)
+            if p < 0:
+                return -1, -1
+            stop = p + n
+            while p < stop:
+                ints[at], p = read_varint(buf, p, stop)
+                if p < 0:
+                    return -1, -1
+                at += 1
+        elif kind == KIND_INT64 and wire == 0:
+            ints[at], p = read_varint(buf, p, end)
+            if p < 0:
+                return -1, -1
+            at += 1
+        else:
+            return -1, -1
+    return at, byte_at
+
+
+@njit(cache=True)
+def parse_values(buf, pos, ends, kinds, value_base, byte_base, ints, floats, offsets, data):  # noqa: ANN001, ANN201
+    """count_values and fill_values in one pass: each feature's values written from its own
+    region's start (value_base[f], byte_base[f]: regions sized by the caller from the Features'
+    bytes, which bound the values they hold), rows one after the other. Returns the counts
+    (-1 absent, BAD when a Feature cannot be followed or is of another kind) and where each
+    feature's values end."""
+    n, nf = pos.shape
+    counts = np.full((n, nf), -1, np.int64)
+    at = value_base.copy()
+    byte_at = byte_base.copy()
+    for r in range(n):
+        for f in range(nf):
+            if pos[r, f] < 0:
+                continue
+            ls, le = _list_of(buf, pos[r, f], ends[r, f], kinds[f])
+            if ls == BAD:
+                counts[r, f] = BAD
+                continue
+            if ls < 0:
+                counts[r, f] = 0
+                continue
+            a, b = _parse_list(
+                buf, ls, le, kinds[f], at[f], byte_at[f], ints, floats, offsets, data
+            )
+            if a < 0:
+                counts[r, f] = BAD
+                continue
+            counts[r, f] = a - at[f]
+            at[f], byte_at[f] = a, b
+    return counts, at
 
 
 @njit(cache=True)

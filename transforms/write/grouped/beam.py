@@ -37,8 +37,11 @@ class ToShardsFn(beam.DoFn):
         level: int | None = None,
         backend: str = "isal",
         buckets: int = DEFAULT_BUCKETS,
+        member_bytes: int | None = None,
     ) -> None:
-        self._args = (num_shards, seed, temp_dir, split, compression, level, backend, buckets)
+        self._args = (
+            num_shards, seed, temp_dir, split, compression, level, backend, buckets, member_bytes,
+        )  # fmt: skip
 
     def start_bundle(self) -> None:
         self._spiller = ShardSpiller(*self._args)
@@ -64,15 +67,18 @@ class WriteShardFn(beam.DoFn):
 
     def __init__(
         self, split: str, temp_dir: str, compression: str, level: int | None, backend: str,
-        seed: int | None, progress_dir: str | None = None,
+        seed: int | None, progress_dir: str | None = None, member_bytes: int | None = None,
     ) -> None:  # fmt: skip
+        self._member_bytes = member_bytes
         self._split, self._temp_dir = split, temp_dir
         self._compression, self._level, self._backend = compression, level, backend
         self._seed = seed
         self._progress_dir = progress_dir
 
     def setup(self) -> None:
-        self._compress = block_compressor(self._compression, self._level, self._backend)
+        self._compress = block_compressor(
+            self._compression, self._level, self._backend, self._member_bytes
+        )
         self._progress = None
         if self._progress_dir is not None:
             self._progress = SinkProgress(self._progress_dir, self._split)

@@ -54,9 +54,12 @@ class ShardSpiller:
         level: int | None = None,
         backend: str = "isal",
         buckets: int = DEFAULT_BUCKETS,
+        member_bytes: int | None = None,
     ) -> None:
         self._num_shards, self._seed = num_shards, seed
-        pack = seed is None and compression == "gzip"
+        # large pieces spilled as gzip members, copied as they are into the shard; not for an
+        # indexed output, whose members stay small (files.block_compressor)
+        pack = seed is None and compression == "gzip" and member_bytes is None
         self._compress = gzip_compressor(level, backend) if pack else None
         self._buckets = buckets if seed is not None else 1
         self._spill = SpillWriter(temp_dir, split)

@@ -14,6 +14,7 @@ from transforms.encode.kernel.memory import load_i64, load_u8, store_u8, store_u
 from transforms.encode.records import EncodedBatch
 from transforms.hashing import hash_ranges
 from transforms.write.files import BlockFile
+from transforms.write.frames import framed_offsets
 from transforms.write.tfrecord import FOOTER_BYTES, HEADER_BYTES
 
 __all__ = [
@@ -105,37 +106,6 @@ def gather_records(
     if out.size:
         _copy_records(buffer.ctypes.data, out.ctypes.data, offsets, out_off, order)
     return out, out_off
-
-
-@njit(cache=True)
-def _frame_ends(buffer: np.ndarray) -> np.ndarray:  # pragma: no cover
-    n = buffer.shape[0]
-    ends = np.empty(1, dtype=np.int64)
-    for sweep in range(2):  # count the frames, then note where each ends
-        pos, count = 0, 0
-        while pos + 8 <= n:
-            length = np.int64(0)
-            for i in range(8):
-                length |= np.int64(buffer[pos + i]) << np.int64(8 * i)
-            pos += length + HEADER_BYTES + FOOTER_BYTES
-            count += 1
-            if sweep == 1:
-                ends[count] = pos
-        if sweep == 0:
-            ends = np.empty(count + 1, dtype=np.int64)
-            ends[0] = 0
-    return ends
-
-
-def framed_offsets(buffer: np.ndarray) -> np.ndarray:
-    """Offsets of the TFRecord frames that make up `buffer` (from each frame's length)."""
-    offsets = _frame_ends(buffer)
-    if int(offsets[-1]) != buffer.shape[0]:
-        raise ValueError(
-            f"spilled records end at byte {int(offsets[-1])} of {buffer.shape[0]}: the spill "
-            "file does not hold whole TFRecord frames (written by another version?)"
-        )
-    return offsets
 
 
 class BlockRuns:

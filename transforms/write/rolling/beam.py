@@ -13,7 +13,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms.encode.records import EncodedBatch
 from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
 from transforms.write.progress import SinkProgress
-from transforms.write.task_files import TaskFiles
+from transforms.write.rolling.task_files import TaskFiles
 
 __all__ = ["RollingWriteFn"]
 
@@ -33,6 +33,7 @@ class RollingWriteFn(beam.DoFn):
         backend: str,
         target_bytes: int,
         progress_dir: str | None = None,
+        member_bytes: int | None = None,
     ) -> None:
         self._split = split
         self._progress_dir = progress_dir
@@ -40,9 +41,12 @@ class RollingWriteFn(beam.DoFn):
         self._compression = compression
         self._level, self._backend = level, backend
         self._target = target_bytes
+        self._member_bytes = member_bytes
 
     def setup(self) -> None:
-        self._compress = block_compressor(self._compression, self._level, self._backend)
+        self._compress = block_compressor(
+            self._compression, self._level, self._backend, self._member_bytes
+        )
         self._progress = None
         if self._progress_dir is not None:
             self._progress = SinkProgress(self._progress_dir, self._split)

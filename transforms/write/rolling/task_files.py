@@ -10,8 +10,8 @@ from collections.abc import Callable
 import numpy as np
 
 from transforms.encode.records import EncodedBatch
-from transforms.write.blocks import BlockReader, BlockRef, block_batch
 from transforms.write.files import BlockFile, ShardPart
+from transforms.write.rolling.blocks import BlockReader, BlockRef, block_batch
 
 __all__ = ["TaskFiles"]
 
