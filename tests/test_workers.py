@@ -288,7 +288,12 @@ def test_ctrl_c_stops_every_worker(tmp_path):
     workers = _children(proc.pid)
     assert len(workers) >= 2, proc.communicate(timeout=60)
     os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-    stdout, stderr = proc.communicate(timeout=60)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # say what was still running
+        alive = {pid: os.path.exists(f"/proc/{pid}") for pid in {proc.pid, *workers}}
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"no exit 120 s after Ctrl-C; alive: {alive}") from None
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")
     assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"

@@ -29,6 +29,7 @@ local input. It runs any job whose inputs and output are local files, with the b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from collections.abc import Iterator, Sequence
@@ -87,7 +88,8 @@ def _fit(job: Job, units: Sequence[Unit], workers: int) -> dict[int, dict[str, A
         analyze = AnalyzeFn(plan.preprocess.analyzers(level))
         prepared = prepare_fitted(plan.preprocess, fitted)
         fit = functools.partial(fit_unit, job, analyze, level, prepared)
-        accs = [acc for _, acc in _run(fit, units, workers, describe_unit, _sizes(units))]
+        with _run(fit, units, workers, describe_unit, _sizes(units)) as results:
+            accs = [acc for _, acc in results]
         fitted = {**fitted, **analyze.extract_output(analyze.merge_accumulators(accs))}
     return fitted
 
@@ -96,8 +98,17 @@ def _sizes(units: Sequence[Unit]) -> list[float]:
     return [float(u.item.source_bytes) for u in units]
 
 
-def _run(fn: Any, items: Sequence[T], workers: int, describe: Any, sizes: Any = None) -> Iterator:
-    return run_items(fn, items, workers, describe, sizes)
+@contextlib.contextmanager
+def _run(
+    fn: Any, items: Sequence[T], workers: int, describe: Any, sizes: Any = None
+) -> Iterator[Iterator]:
+    """run_items' results, the workers stopped as soon as the caller leaves the block, also on
+    an error or Ctrl-C in the caller's own code (not only when the generator is collected)."""
+    results = run_items(fn, items, workers, describe, sizes)
+    try:
+        yield results
+    finally:
+        results.close()
 
 
 class _Merged:
@@ -183,8 +194,18 @@ def _convert(job: Job, tasks: Sequence[ReadTask], workers: int) -> _Merged:
             return units.convert_unit(job, piece, spill_blocks=True)
         return units.convert_task(job, piece)
 
+    with _run(convert, work, workers, _describe, [_size(p) for p in work]) as results:
+        _merge_converted(job, work, results, merged, assemble_here)
+    return merged
+
+
+def _merge_converted(
+    job: Job, work: Sequence[ReadTask | Unit], results: Iterator, merged: _Merged, assemble: bool
+) -> None:
+    """Merge the convert phase's results task by task; assemble a split task's files when its
+    last item is in."""
     pending: UnitOutput | None = None  # a split task's output so far
-    for i, out in _run(convert, work, workers, _describe, [_size(p) for p in work]):
+    for i, out in results:
         piece = work[i]
         if not isinstance(piece, Unit):
             merged.add_task(piece.index, out)
@@ -194,14 +215,13 @@ def _convert(job: Job, tasks: Sequence[ReadTask], workers: int) -> _Merged:
         merge_output(pending, out)
         if i + 1 < len(work) and getattr(work[i + 1], "task", None) == piece.task:
             continue  # the task goes on
-        if assemble_here:
+        if assemble:
             for name, blocks in list(pending.blocks.items()):
                 parts = assemble_task(job, TaskBlocks(name, piece.task, tuple(blocks)))
                 pending.parts.setdefault(name, []).extend(parts)
             pending.blocks = {}
         merged.add_task(piece.task, pending)
         pending = None
-    return merged
 
 
 def _buckets(job: Job, merged: _Merged, workers: int) -> None:
@@ -215,13 +235,14 @@ def _buckets(job: Job, merged: _Merged, workers: int) -> None:
         return f"split {job.splits[item.split_index][0]}, sequence bucket {item.bucket}"
 
     sizes = [float(sum(r.stop - r.start for r in b.refs)) for b in buckets]
-    for i, out in _run(encode, buckets, workers, describe, sizes):
-        name = job.splits[buckets[i].split_index][0]
-        merged.counts = merged.counts.merge(out.counts)
-        merged.bad += out.bad
-        merged.parts[name] += out.parts
-        for shard, ref in out.pieces:
-            merged.pieces.setdefault((name, shard), []).append(ref)
+    with _run(encode, buckets, workers, describe, sizes) as results:
+        for i, out in results:
+            name = job.splits[buckets[i].split_index][0]
+            merged.counts = merged.counts.merge(out.counts)
+            merged.bad += out.bad
+            merged.parts[name] += out.parts
+            for shard, ref in out.pieces:
+                merged.pieces.setdefault((name, shard), []).append(ref)
 
 
 def _write(job: Job, merged: _Merged, workers: int) -> None:
@@ -246,8 +267,9 @@ def _write(job: Job, merged: _Merged, workers: int) -> None:
             return float(sum(b.size for b in item.blocks))
         return float(sum(getattr(r, "stop", 0) - getattr(r, "start", 0) for r in item.refs))
 
-    for i, parts in _run(write, items, workers, describe, [size(x) for x in items]):
-        merged.parts[items[i].split] += parts
+    with _run(write, items, workers, describe, [size(x) for x in items]) as results:
+        for i, parts in results:
+            merged.parts[items[i].split] += parts
 
 
 def run_in_process(
@@ -290,8 +312,8 @@ def run_in_process(
     if config.index:  # each shard's index, on the workers (an inflate of the shard for gzip)
         index = functools.partial(write_index, compression=config.compression)
         paths = [s.path for s in shards]
-        made = _run(index, paths, workers, str, [float(s.bytes or 0) for s in shards])
-        indexes = {paths[i]: path for i, path in made}
+        with _run(index, paths, workers, str, [float(s.bytes or 0) for s in shards]) as made:
+            indexes = {paths[i]: path for i, path in made}
     return finish_job(
         None, plan, shards, merged.counts, first_bad_row(merged.bad), error_files, temp_dir,
         run_id, transform_files, written, indexes,
