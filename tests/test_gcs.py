@@ -40,6 +40,8 @@ from pipeline.output.lease import (
     check_lease,
     release_lease,
 )
+from pipeline.reader.arrays import Ragged, iter_batches
+from pipeline.reader.index import RecordIndex
 from transforms.write.tfrecord import read_records
 
 BUCKET = "bucket"
@@ -192,6 +194,41 @@ def test_verify_and_inspect_on_gs(gcs, sample_out):
     assert inspect.code == 0, inspect.err
     shown = json.loads(inspect.out)
     assert shown["manifest"]["rows"] == 2000 and len(shown["records"]) == 3
+
+
+def rows_of(output: str, split: str) -> collections.Counter:
+    """Every row iter_batches gives for a split, as a multiset of the rows' values (repr)."""
+    rows: collections.Counter = collections.Counter()
+    for batch in iter_batches(output, split=split, batch_size=300):
+        columns = {k: v.rows() if isinstance(v, Ragged) else list(v) for k, v in batch.items()}
+        for i in range(len(next(iter(columns.values())))):
+            rows[repr([(k, np.asarray(columns[k][i]).tolist()) for k in sorted(columns)])] += 1
+    return rows
+
+
+def test_numpy_reader_and_index_on_gs(gcs, local_sample, splits):
+    """The TensorFlow-free reader reads an output on gs:// (through the same filesystem layer as
+    the job) as it reads the local run; --index writes each shard's index there, and a record
+    read by number is the record at that place in the sequential read."""
+    output = f"gs://{BUCKET}/indexed"
+    source = upload(SAMPLE_PARQUET, "in/indexed.parquet")
+    convert("--input", source, "--output", output, "--index", *splits)
+    read = {split: rows_of(output, split) for split in ("train", "eval")}
+    assert read == {split: rows_of(local_sample, split) for split in read}
+    assert sum(sum(rows.values()) for rows in read.values()) == 2000
+    manifest = manifest_of(output)
+    indexes = [s["index"] for s in manifest["splits"]["train"]["shards"]]
+    assert len(indexes) == len(manifest["splits"]["train"]["files"])
+    assert set(indexes) <= objects(gcs, output)
+    records_index = RecordIndex(output, split="train")
+    sequential = next(iter_batches(output, batch_size=len(records_index)))
+    picks = [0, 1, len(records_index) // 2, len(records_index) - 1]
+    got = records_index.batch(np.asarray(picks))
+    for key, column in sequential.items():
+        want = column.rows() if isinstance(column, Ragged) else list(column)
+        have = got[key].rows() if isinstance(got[key], Ragged) else list(got[key])
+        for j, i in enumerate(picks):
+            assert np.asarray(have[j]).tolist() == np.asarray(want[i]).tolist(), (key, i)
 
 
 def test_tfx_layout_on_gs(gcs, sample_out, local_sample):
