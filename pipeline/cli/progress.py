@@ -17,6 +17,7 @@ written, so the fraction may end short of 100%.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import threading
 import time
@@ -50,6 +51,17 @@ __all__ = [
 LIVE_SECONDS = 0.5  # a terminal's line is redrawn this often
 LINE_SECONDS = 5.0  # a log line (text or JSON) this often
 MODES = ("tty", "lines", "json")
+
+# The in-process engine forks its workers while the watch's thread runs. A process forked while
+# that thread wrote a line would start with the stream's lock held by a thread it does not have,
+# and its first write to stderr would wait forever. The thread reports under this lock, and a
+# fork (os.fork, multiprocessing's "fork") takes it first, as `logging` does for its handlers.
+_FORK_GUARD = threading.Lock()
+os.register_at_fork(
+    before=_FORK_GUARD.acquire,
+    after_in_parent=_FORK_GUARD.release,
+    after_in_child=_FORK_GUARD.release,
+)
 
 
 def planned_rows(plan: JobPlan) -> tuple[int, bool]:
@@ -198,7 +210,8 @@ class ProgressWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self.show(self.snapshot())
+            with _FORK_GUARD:  # no fork while a line is read or written (above)
+                self.show(self.snapshot())
 
     def __enter__(self) -> ProgressWatch:
         self._start = self._clock()

@@ -19,7 +19,8 @@ stopped:
 - a worker raises: its exception's message (and, with `--debug`, its traceback, as the cause);
 - a worker dies (killed, out of memory): the signal or exit code and the item it held;
 - Ctrl-C: the workers ignore SIGINT (the terminal sends it to the whole process group), this
-  process stops them and lets the KeyboardInterrupt through.
+  process stops them and lets the KeyboardInterrupt through (a job started with SIGINT
+  ignored, as `nohup` or a shell's background job starts it, keeps ignoring it).
 """
 
 from __future__ import annotations
@@ -132,7 +133,10 @@ class _Interrupts:
         raise KeyboardInterrupt
 
     def __enter__(self) -> _Interrupts:
-        if threading.current_thread() is threading.main_thread():
+        # only where Ctrl-C interrupts at all: a job started with SIGINT ignored (nohup, a
+        # shell's background job) keeps it ignored
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 
