@@ -214,8 +214,8 @@ def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch 
                 bad.append(bad_row(batch.source, row, result.column, reason, STAGE, values))
             else:
                 part.add(i, result)
-        if part.bytes >= CHUNK_BYTES:
-            yield part.batch(batch), bad
-            part, bad = _Part(columns), []
+            if part.bytes >= CHUNK_BYTES:
+                yield part.batch(batch), bad
+                part, bad = _Part(columns), []
     if part.rows or bad:
         yield part.batch(batch), bad
