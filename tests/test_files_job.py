@@ -257,6 +257,25 @@ def test_beam_writes_what_the_in_process_engine_writes(data, kept, tmp_path):
     assert errors == sorted(line for f in (kept / "_errors").iterdir() for line in f.open())
 
 
+def test_plan_counts_the_files_in_its_estimate(data, kept, tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({"files": KEEP}), encoding="utf-8")
+    result = run_cli_captured(
+        ["plan", "--input", str(data.csv), "--output", str(tmp_path / "o"), "--config",
+         str(path), "--json"]
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    summary = json.loads(result.out.strip().splitlines()[-1])
+    assert summary["files"] == [
+        {"column": "image", "output": "image", "kind": "image", "stored": "the file's bytes",
+         "max_file_bytes": MAX_FILE_BYTES}
+    ]  # fmt: skip
+    written = sum(
+        s["bytes"] for split in read_manifest(kept)["splits"].values() for s in split["shards"]
+    )
+    assert written / 2 < summary["write"]["bytes"] < written * 2  # with the files sampled
+
+
 def test_verify_against_the_source(kept):
     result = run_cli_captured(["verify", str(kept), "--source"])
     assert result.code == 0, result.out + result.err
