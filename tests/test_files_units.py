@@ -446,7 +446,7 @@ def test_the_stage_is_the_same_on_one_thread_and_many(tmp_path, monkeypatch):
     plan = _plan({"u": {"image": {"resize": [4, 4], "format": "jpeg"}}}, table.schema)
     batch = TableBatch(table, str(tmp_path / "t.csv"), 0)
     many = [p.table for p, _ in stage.read_files(plan, batch)]
-    monkeypatch.setattr(stage, "thread_count", lambda remote: 1)
+    monkeypatch.setattr(stage, "thread_count", lambda remote, decodes: 1)
     one = [p.table for p, _ in stage.read_files(plan, batch)]
     assert many == one and many[0].num_rows == 50
 
@@ -459,7 +459,7 @@ def test_a_fault_that_is_not_the_files_fails_the_batch(tmp_path, monkeypatch):
     def broken(path, limit):
         raise ConnectionError("the store went away")
 
-    monkeypatch.setattr(stage, "read_file", broken)
+    monkeypatch.setattr(stage, "read_local", broken)
     with pytest.raises(ConnectionError, match="the store went away"):
         list(stage.read_files(plan, TableBatch(table, str(tmp_path / "t.csv"), 0)))
 

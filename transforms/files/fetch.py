@@ -18,9 +18,22 @@ import os
 import posixpath
 import stat
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from transforms import fs
 
-__all__ = ["BadFileError", "file_size", "read_file", "resolve", "table_directory"]
+__all__ = [
+    "BadFileError",
+    "file_size",
+    "read_file",
+    "read_local",
+    "resolve",
+    "resolve_column",
+    "table_directory",
+]
+
+_SCHEME = r"^[a-zA-Z][-a-zA-Z0-9+.]*://"  # as transforms/fs.py tells a path with a scheme
 
 
 class BadFileError(Exception):
@@ -54,12 +67,39 @@ def resolve(reference: str, directory: str) -> str:
     return f"{scheme}://{joined}"
 
 
+def resolve_column(refs: pa.Array, directory: str) -> list[str | BadFileError | None]:
+    """`resolve` of every reference of a column: the path, None for a null, or the fault
+    (an empty reference is "", which `read_file` refuses); on the whole column at once when
+    the table is local."""
+    if pa.types.is_dictionary(refs.type):
+        refs = refs.cast(refs.type.value_type)
+    if not fs.is_local(directory):
+        out: list[str | BadFileError | None] = []
+        for ref in refs.to_pylist():
+            try:
+                out.append(None if ref is None else resolve(ref, directory))
+            except BadFileError as fault:
+                out.append("" if ref == "" else fault)
+        return out
+    if not directory:
+        return refs.to_pylist()
+    kept = pc.or_kleene(
+        pc.or_kleene(pc.match_substring_regex(refs, _SCHEME), pc.starts_with(refs, "/")),
+        pc.equal(refs, ""),
+    )
+    joined = pc.binary_join_element_wise(directory.rstrip("/") or "/", refs, "/")
+    return pc.if_else(kept, refs, joined).to_pylist()
+
+
 def _too_big(limit: int, size: int | None) -> BadFileError:
     what = f"{size:,} bytes" if size is not None else f"more than {limit:,} bytes"
     return BadFileError(f"a file of {what}, larger than max_file_bytes {limit:,}")
 
 
-def _read_local(path: str, limit: int) -> bytes:
+def read_local(path: str, limit: int) -> bytes:
+    """`read_file` of a local path."""
+    if not path:
+        raise BadFileError("an empty path")
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -120,8 +160,10 @@ def _read_remote(path: str, limit: int) -> bytes:
 def read_file(path: str, limit: int) -> bytes:
     """The bytes of the file at `path` (a resolved reference); BadFileError when they cannot be
     had or are more than `limit`."""
+    if not path:
+        raise BadFileError("an empty path")
     if fs.is_local(path):
-        return _read_local(path, limit)
+        return read_local(path, limit)
     return _read_remote(path, limit)
 
 

@@ -1,17 +1,20 @@
 """The files stage: the references of a batch -> the files' contents as binary columns (and an
 image's or audio file's facts as columns beside them), a part of the batch at a time.
 
-Files are read by a pool of threads of this process, in row order, a bounded number at a time:
-32 in flight for an object store (each read waits on the network), or as many as this process
-has cores for local files (decoding and resizing run in Pillow's C code, which lets other
-threads run). The rows come out in parts of about `CHUNK_BYTES` of file contents, each part
+References are resolved a column at a time (transforms/files/fetch.py). Files are then read in
+row order, a bounded number at a time: by 32 threads for an object store (each read waits on
+the network); by as many threads as this process has cores when local files are decoded
+(Pillow's and libsndfile's C code lets other threads run); by this thread alone when local
+files are only read (a read of a small file in the page cache costs about as much as handing
+it to a thread). The rows come out in parts of about `CHUNK_BYTES` of file contents, each part
 ready to be encoded and written before the next is read, so a worker holds one part, and the
-files in flight, at a time: memory does not grow with the batch.
+files in flight, at a time: memory does not grow with the batch. A part's contents are joined
+into one Arrow buffer once, when the part is cut.
 
-A row whose file cannot be had (no such file, too large, not an image, corrupt: a `BadFileError`)
-is left out of its part and becomes a bad row (stage `files`), with the file's path and the
-reason; its other columns are as they came. Rows are checked one by one as they are read, so
-no row is read twice.
+A row whose file cannot be had (no such file, too large, not an image, corrupt: a
+`BadFileError`) is left out of its part and becomes a bad row (stage `files`), with the file's
+path and the reason; its other columns are as they came. Rows are checked one by one as they
+are read, so no file is read twice.
 """
 
 from __future__ import annotations
@@ -26,12 +29,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from transforms import fs
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import bad_row, row_values
-from transforms.files.fetch import BadFileError, read_file, resolve, table_directory
+from transforms.files.fetch import (
+    BadFileError,
+    read_file,
+    read_local,
+    resolve_column,
+    table_directory,
+)
 from transforms.files.plan import FilesPlan, PlannedColumn
 
 __all__ = ["CHUNK_BYTES", "REMOTE_THREADS", "STAGE", "in_order", "read_files", "thread_count"]
@@ -50,11 +58,13 @@ _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def thread_count(remote: bool) -> int:
-    """Threads that read files in this process: REMOTE_THREADS for an object store, else the
-    cores this process may use."""
+def thread_count(remote: bool, decodes: bool) -> int:
+    """Threads that read files in this process: REMOTE_THREADS for an object store; the cores
+    this process may use when local files are decoded; 1 when they are only read."""
     if remote:
         return REMOTE_THREADS
+    if not decodes:
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -86,10 +96,14 @@ def in_order(fn: Callable[[T], R], tasks: Iterable[T], threads: int) -> Iterator
         yield pending.popleft().result()
 
 
-def _contents(column: PlannedColumn, path: str) -> Cell:
+def _contents(column: PlannedColumn, path: str, local: bool) -> Cell:
     """One file's stored bytes and facts (BadFileError when it cannot be had)."""
     options = column.options
-    data = read_file(path, options.max_file_bytes)
+    data = (
+        read_local(path, options.max_file_bytes)
+        if local
+        else read_file(path, options.max_file_bytes)
+    )
     if options.image is not None:
         from transforms.files.image import process_image  # Pillow, imported when first used
 
@@ -109,23 +123,53 @@ class _Fault:
     reason: str
 
 
-def _row(
-    columns: Sequence[PlannedColumn], directory: str, refs: Sequence[str | None]
-) -> list[Cell] | _Fault:
-    """One row's cells, or the fault of its first file that cannot be had."""
-    cells: list[Cell] = []
-    for column, ref in zip(columns, refs, strict=True):
-        if ref is None:
-            cells.append((None, None))
-            continue
-        path = ref
-        try:
-            path = resolve(ref, directory)
-            cells.append(_contents(column, path))
-        except BadFileError as fault:
-            where = f"{path}: " if path else ""
-            return _Fault(column.column, f"{where}{fault}")
-    return cells
+class _Reader:
+    """Reads one row's files: the resolved paths of every column, by row."""
+
+    def __init__(
+        self, columns: Sequence[PlannedColumn], paths: Sequence[list[str | BadFileError | None]]
+    ) -> None:
+        self.columns = columns
+        self.paths = paths
+        self.local = [
+            all(p is None or isinstance(p, BadFileError) or fs.is_local(p) for p in column)
+            for column in paths
+        ]
+
+    def row(self, i: int) -> list[Cell] | _Fault:
+        """Row `i`'s cells, or the fault of its first file that cannot be had."""
+        cells: list[Cell] = []
+        for k, column in enumerate(self.columns):
+            path = self.paths[k][i]
+            if path is None:
+                cells.append((None, None))
+                continue
+            try:
+                if isinstance(path, BadFileError):
+                    raise path
+                cells.append(_contents(column, path, self.local[k]))
+            except BadFileError as fault:
+                where = f"{path}: " if isinstance(path, str) and path else ""
+                return _Fault(column.column, f"{where}{fault}")
+        return cells
+
+    def rows(self, indices: range) -> list[list[Cell] | _Fault]:
+        return [self.row(i) for i in indices]
+
+
+def _binary(values: list[bytes | None]) -> pa.Array:
+    """`values` as one Arrow binary array: the bytes joined once, offsets from their lengths."""
+    n = len(values)
+    lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int64, n)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(v for v in values if v is not None)
+    valid = np.fromiter((v is not None for v in values), np.bool_, n)
+    nulls = n - int(valid.sum())
+    bitmap = None if nulls == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
+    )
 
 
 class _Part:
@@ -153,7 +197,7 @@ class _Part:
         part = take_rows(source, np.asarray(self.rows, dtype=np.int64))
         table = part.table
         for column, values, facts in zip(self.columns, self.values, self.facts, strict=True):
-            contents = pa.array(values, pa.binary())
+            contents = _binary(values)
             if column.output == column.column:
                 index = table.schema.get_field_index(column.column)
                 table = table.set_column(index, pa.field(column.output, pa.binary()), contents)
@@ -163,25 +207,6 @@ class _Part:
                 value = pa.array([None if f is None else f[k] for f in facts], kind)
                 table = table.append_column(pa.field(name, kind), value)
         return dataclasses.replace(part, table=table)
-
-
-def _references(table: pa.Table, name: str) -> list[str | None]:
-    column = table.column(name)
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
-    return column.to_pylist()
-
-
-def _remote(table: pa.Table, plan: FilesPlan, directory: str) -> bool:
-    if not fs.is_local(directory):
-        return True
-    for column in plan.columns:
-        refs = table.column(column.column)
-        if pa.types.is_dictionary(refs.type):
-            refs = refs.cast(refs.type.value_type)
-        if pc.any(pc.match_substring(refs, "://")).as_py():
-            return True
-    return False
 
 
 def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch | None, BadRows]]:
@@ -194,18 +219,17 @@ def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch 
         return
     directory = table_directory(batch.source)
     columns = plan.columns
-    refs = [_references(table, c.column) for c in columns]
-    remote = _remote(table, plan, directory)
-    threads = thread_count(remote)
-    size = 1 if remote or threads == 1 else _LOCAL_GROUP
+    reader = _Reader(
+        columns,
+        [resolve_column(table.column(c.column).combine_chunks(), directory) for c in columns],
+    )
+    decodes = any(c.options.kind != "bytes" for c in columns)
+    threads = thread_count(not all(reader.local), decodes)
+    size = _LOCAL_GROUP if all(reader.local) else 1
     groups = [range(i, min(i + size, n)) for i in range(0, n, size)]
-
-    def read_group(rows: range) -> list[list[Cell] | _Fault]:
-        return [_row(columns, directory, [r[i] for r in refs]) for i in rows]
-
     numbers = source_rows(batch)
     part, bad = _Part(columns), []
-    for rows, results in zip(groups, in_order(read_group, groups, threads), strict=True):
+    for rows, results in zip(groups, in_order(reader.rows, groups, threads), strict=True):
         for i, result in zip(rows, results, strict=True):
             if isinstance(result, _Fault):
                 row = int(numbers[i])
