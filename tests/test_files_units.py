@@ -21,7 +21,13 @@ from transforms.batch import TableBatch
 from transforms.encode.features import FeatureSpec, ImageSpec, SchemaError
 from transforms.files import stage
 from transforms.files.audio import audio_info
-from transforms.files.fetch import BadFileError, read_file, resolve, table_directory
+from transforms.files.fetch import (
+    BadFileError,
+    read_file,
+    resolve,
+    resolve_column,
+    table_directory,
+)
 from transforms.files.image import process_image, resized_size
 from transforms.files.options import FilesConfigError, ImageOptions, parse_files
 from transforms.files.plan import file_bytes_per_row, image_spec, plan_files
@@ -136,6 +142,19 @@ def test_references_resolve_against_the_table(tmp_path):
         resolve("", "data")
 
 
+@pytest.mark.parametrize("directory", ["", "data", "/", "/abs/dir/", "gs://b/d"])
+def test_a_column_resolves_as_each_reference_does(directory):
+    refs = ["a.png", "img/b.jpg", "/abs/c.png", "s3://x/d.png", "../e.png", "", None, "é ü.png"]
+    got = resolve_column(pa.array(refs).dictionary_encode(), directory)
+    for ref, path in zip(refs, got, strict=True):
+        if ref is None:
+            assert path is None
+        elif ref == "":
+            assert path == ""
+        else:
+            assert path == resolve(ref, directory)
+
+
 def test_reading_a_file_and_its_faults(tmp_path):
     (tmp_path / "f.bin").write_bytes(b"x" * 100)
     assert read_file(str(tmp_path / "f.bin"), 100) == b"x" * 100
@@ -153,6 +172,12 @@ def test_reading_a_file_and_its_faults(tmp_path):
             read_file(path, 1000)
     with pytest.raises(BadFileError, match=r"^a file of 100 bytes, larger than max_file_bytes 99$"):
         read_file(str(tmp_path / "f.bin"), 99)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="no /proc")
+def test_a_file_whose_size_says_nothing_is_read_to_its_end():
+    data = read_file("/proc/self/status", 1 << 20)  # stat gives 0 bytes; reading gives more
+    assert data.startswith(b"Name:") and data.endswith(b"\n")
 
 
 def test_an_unreadable_file_is_its_fault(tmp_path):

@@ -87,7 +87,8 @@ def resolve_column(refs: pa.Array, directory: str) -> list[str | BadFileError | 
         pc.or_kleene(pc.match_substring_regex(refs, _SCHEME), pc.starts_with(refs, "/")),
         pc.equal(refs, ""),
     )
-    joined = pc.binary_join_element_wise(directory.rstrip("/") or "/", refs, "/")
+    prefix = directory if directory.endswith("/") else directory + "/"
+    joined = pc.binary_join_element_wise(prefix, refs, "")
     return pc.if_else(kept, refs, joined).to_pylist()
 
 
@@ -111,10 +112,14 @@ def read_local(path: str, limit: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise BadFileError(kind)
-        if info.st_size > limit:
-            raise _too_big(limit, info.st_size)
-        parts, total = [], 0
-        while True:  # to the end, which may have moved since fstat
+        size = info.st_size
+        if size > limit:
+            raise _too_big(limit, size)
+        first = os.read(fd, size + 1) if size < _READ_CHUNK else b""
+        if len(first) == size:  # one read to the size fstat gave: the file as it was then
+            return first
+        parts, total = ([first], len(first)) if first else ([], 0)
+        while True:  # to the end: a short read, or a file that grew since fstat
             part = os.read(fd, min(_READ_CHUNK, limit + 1 - total) or 1)
             if not part:
                 break
