@@ -282,6 +282,20 @@ def test_verify_against_the_source(kept):
     assert "result: passed (no finding)" in result.out
 
 
+def test_inspect_shows_images_as_format_and_size(data, kept):
+    result = run_cli_captured(["inspect", str(kept), "-n", "20"])
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["manifest"]["features"]["image"]["image"]["shape"] == [-1, -1, -1]
+    for record in shown["records"]:
+        i = record["id"][0]
+        if i in data.nulls:
+            assert record.get("image", []) == []
+            continue
+        kind = "jpeg" if data.files[i][:2] == b"\xff\xd8" else "png"
+        assert record["image"] == [{"image": kind, "bytes": len(data.files[i])}]
+
+
 def test_the_schema_marks_the_images(kept):
     text = (kept / "schema.pbtxt").read_text(encoding="utf-8")
     block = re.search(r'feature \{\n  name: "image"\n(.*?)\n\}', text, re.S).group(1)
