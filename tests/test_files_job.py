@@ -463,3 +463,28 @@ def test_beam_reads_the_files_from_gs(data, gcs, tmp_path):
     assert remote == collections.Counter(records(local_out))
     assert sum(remote.values()) == read_manifest(local_out)["rows"] > 40
     assert manifest["bad_rows"]["count"] == read_manifest(local_out)["bad_rows"]["count"] > 0
+    # a local CSV whose references are gs:// URIs: the in-process engine reads them from gs://
+    uris = tmp_path / "uris.csv"
+    uris.write_text(
+        "\n".join(
+            [lines[0]]
+            + [
+                ",".join([i, f"gs://bucket/ds/{ref}" if ref and not os.path.isabs(ref) else ref, y])
+                for i, ref, y in (line.split(",") for line in lines[1:])
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    in_process = tmp_path / "in-process"
+    result = run_cli_captured(
+        ["convert", "--input", str(uris), "--output", str(in_process), "--config", str(config),
+         "--engine", "in-process"]
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert collections.Counter(records(in_process)) == remote
+    errors = [json.loads(line) for f in (in_process / "_errors").iterdir() for line in f.open()]
+    assert errors
+    for e in errors:
+        reason = data.bad[int(e["values"]["id"])]
+        assert reason in e["reason"] and ": gs://bucket/ds/images/" in e["reason"]
