@@ -476,6 +476,15 @@ def test_the_stage_is_the_same_on_one_thread_and_many(tmp_path, monkeypatch):
     assert many == one and many[0].num_rows == 50
 
 
+def test_a_reference_out_of_its_bucket_is_a_bad_row():
+    table = pa.table({"u": ["../../x.png", None]})
+    plan = _plan({"u": {}}, table.schema)
+    ((part, bad),) = list(stage.read_files(plan, TableBatch(table, "gs://b/d/t.csv", 0)))
+    assert part.table.num_rows == 1 and part.table["u"].to_pylist() == [None]
+    (row,) = bad
+    assert row["reason"] == "gs://b/d/t.csv: row 0: column 'u': ../../x.png: leads out of gs://b"
+
+
 def test_a_fault_that_is_not_the_files_fails_the_batch(tmp_path, monkeypatch):
     _files_dir(tmp_path, 3)
     table = pa.table({"u": ["0.png", "1.png", "2.png"]})

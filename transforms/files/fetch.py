@@ -79,7 +79,7 @@ def resolve_column(refs: pa.Array, directory: str) -> list[str | BadFileError | 
             try:
                 out.append(None if ref is None else resolve(ref, directory))
             except BadFileError as fault:
-                out.append("" if ref == "" else fault)
+                out.append("" if ref == "" else BadFileError(f"{ref}: {fault}"))
         return out
     if not directory:
         return refs.to_pylist()

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from transforms import fs
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import bad_row, row_values
 from transforms.files.fetch import (
@@ -131,9 +130,8 @@ class _Reader:
     ) -> None:
         self.columns = columns
         self.paths = paths
-        self.local = [
-            all(p is None or isinstance(p, BadFileError) or fs.is_local(p) for p in column)
-            for column in paths
+        self.local = [  # a scheme anywhere: read through read_file, which tells them apart
+            all(not isinstance(p, str) or "://" not in p for p in column) for column in paths
         ]
 
     def row(self, i: int) -> list[Cell] | _Fault:
