@@ -282,6 +282,27 @@ def test_verify_against_the_source(kept):
     assert "result: passed (no finding)" in result.out
 
 
+def test_the_numpy_reader_gives_the_files_bytes(data, kept):
+    from pipeline.reader.arrays import iter_batches
+
+    seen = {}
+    for split in read_manifest(kept)["splits"]:
+        for batch in iter_batches(str(kept), split, batch_size=64):
+            for k, i in enumerate(batch["id"].tolist()):
+                seen[i] = (
+                    batch["image"][k],
+                    bool(batch["image__present"][k]),
+                    (int(batch["image_height"][k]), int(batch["image_width"][k])),
+                )
+    assert seen.keys() == {*data.files, *data.nulls}
+    for i, (value, present, size) in seen.items():
+        if i in data.nulls:
+            assert (value, present) == (b"", False)
+            continue
+        assert value == data.files[i] and present  # the encoded file, as load_dataset gives it
+        assert size == data.pixels[i].shape[:2]
+
+
 def test_inspect_shows_images_as_format_and_size(data, kept):
     result = run_cli_captured(["inspect", str(kept), "-n", "20"])
     assert result.code == 0, result.err
