@@ -30,9 +30,13 @@ setup(
         "matplotlib>=3.8",  # the report's plots (tfrecord-etl report)
         "numba>=0.60",
         "numpy>=1.26",
+        # files: image columns: decoded, checked, resized and re-encoded (matplotlib needs it too)
+        "pillow>=10",
         "protobuf>=4.25",  # imported directly: tf.train.Example's classes (inspect, verify)
         "pyarrow>=14",
         "pyyaml>=6",
+        # files: audio columns: the header of WAV, FLAC, OGG, MP3... (libsndfile, in its wheel)
+        "soundfile>=0.12",
         # the statistics and schema files (TF Metadata protos) the job writes
         "tensorflow-metadata==1.21.0",
     ],

@@ -24,6 +24,7 @@ PIPELINE_TENSORFLOW = {
     "pipeline.reader.spec",
     "pipeline.reader.sequence",
     "pipeline.reader.dataset",
+    "pipeline.reader.images",
 }
 
 _PROBE = """

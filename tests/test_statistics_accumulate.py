@@ -117,6 +117,13 @@ def test_count_values_equals_pyarrow(arr: pa.Array) -> None:
     assert counted.length_sum == (pc.sum(lengths).as_py() or 0)
     assert counted.min_length == pc.min(lengths).as_py()
     assert counted.max_length == pc.max(lengths).as_py()
+    without = count_values(arr, keep_values=False)  # what a bytes feature asks for
+    assert without.values is None and without.hashes.tolist() == counted.hashes.tolist()
+    assert (without.length_sum, without.min_length, without.max_length) == (
+        counted.length_sum,
+        counted.min_length,
+        counted.max_length,
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,22 +1,28 @@
-"""The per-batch conversion, in one place: a source batch -> split -> preprocess -> encode.
+"""The per-batch conversion, in one place: a source batch -> split -> preprocess -> files ->
+encode.
 
 `Conversion` holds what the stages need (planned once, at construction); each stage is a method
 that takes a batch and returns its result and the rows it could not take (dead-letter dicts,
 found by `isolate_bad_rows`). The job's DoFns call the stages one by one (AssignSplits,
-Preprocess, EncodeExamples), with Beam between them; `convert_batch` calls them in a row, for
-`tfrecord-etl verify` to derive the records a source gives. The stage order lives here and in
-the job's wiring (pipeline/engines/beam/build.py), nowhere else.
+Preprocess, ReadFiles, EncodeExamples), with Beam between them; `convert_batch` calls them in a
+row, for `tfrecord-etl verify` to derive the records a source gives. The stage order lives here
+and in the job's wiring (pipeline/engines/beam/build.py), nowhere else.
 
 Where splits are assigned: with transforms (or when the written features differ from the
 source's), `split` cuts each source batch by a hash of its source values before preprocessing,
 so that analyzers can be fitted on the train split alone; otherwise the records the job writes
 are those very bytes, and `encode` hashes them as it writes them (transforms/split/assign.py).
+
+The files stage (`files:`, transforms/files/) comes after preprocessing: the steps see the
+references (text), a row a filter drops costs no file read, an analysis pass reads no file,
+and the files' contents go from the reader straight to the encoder. It gives a batch back in
+parts of bounded size, each encoded before the next is read.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +31,8 @@ from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch, encode_table
 from transforms.encode.schema import FeatureSpec
+from transforms.files.plan import FilesPlan
+from transforms.files.stage import read_files
 from transforms.preprocess.chain import PreprocessPlan, apply_steps
 from transforms.sequence.encode import encode_list_column
 from transforms.sequence.layout import SequenceLayout
@@ -95,6 +103,7 @@ class Conversion:
     preprocess: PreprocessPlan | None = None
     framed: bool = True
     sequence: SequenceLayout | None = None  # SequenceExamples (transforms/sequence/)
+    files: FilesPlan | None = None  # the `files:` columns (transforms/files/)
 
     def split(self, batch: TableBatch) -> tuple[list[TableBatch], BadRows]:
         """Stage 1: a source batch -> one batch per split that gets rows (each with `split`
@@ -120,8 +129,16 @@ class Conversion:
         plan = self.preprocess
         return isolate_bad_rows(batch, lambda b: apply_steps(plan, b, fitted), "transform")
 
+    def read_files(self, batch: TableBatch) -> Iterator[tuple[TableBatch | None, BadRows]]:
+        """Stage 3: the batch with its `files:` columns read, in parts of bounded size (each
+        with the rows whose files could not be had); the batch as it is without `files:`."""
+        if self.files is None:
+            yield batch, []
+            return
+        yield from read_files(self.files, batch)
+
     def encode(self, batch: TableBatch) -> tuple[EncodedRows | None, BadRows]:
-        """Stage 3: the records of the batch, and the split of each (hashed from the records
+        """Stage 4: the records of the batch, and the split of each (hashed from the records
         themselves when no earlier stage assigned it)."""
         return isolate_bad_rows(batch, self._encode, "encode")
 
@@ -168,8 +185,12 @@ def convert_batch(
         bad += failed
         if part is None or part.table.num_rows == 0:
             continue
-        encoded, failed = conversion.encode(part)
-        bad += failed
-        if encoded is not None:
-            out.append(encoded)
+        for rows, failed in conversion.read_files(part):
+            bad += failed
+            if rows is None:
+                continue
+            encoded, failed = conversion.encode(rows)
+            bad += failed
+            if encoded is not None:
+                out.append(encoded)
     return out, bad

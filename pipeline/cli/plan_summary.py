@@ -9,8 +9,9 @@ Exact: files, bytes on disk, Parquet row groups and rows (from the footers), wor
 tasks, and the shards of a `num_shards` run. Estimated: CSV rows (from the bytes per row of
 the first file's first MiBs), the rows of Parquet files whose footers the plan does not read
 (very many files: from the first file), the rows per split (from the split weights, before any
-`filter` step), the output bytes (from the first batch encoded and compressed) and the shards
-of a rolling write (from those bytes and the target size).
+`filter` step), the output bytes (from the first batch encoded and compressed, plus the sizes
+of its first files when a `files:` column reads files in) and the shards of a rolling write
+(from those bytes and the target size).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 from typing import Any
 
 from pipeline.job.plan import JobPlan
+from transforms.files.options import FileColumn
 from transforms.read.parquet_reader import parquet_footer
 from transforms.write.sizing import csv_bytes_per_row
 
@@ -79,6 +81,18 @@ def summarize_plan(plan: JobPlan) -> dict[str, Any]:
     passes = 1
     if plan.preprocess is not None and plan.artifacts is None:
         passes += plan.preprocess.num_passes
+    files = {}
+    if plan.files is not None:  # the file columns read after preprocessing
+        files["files"] = [
+            {
+                "column": c.column,
+                "output": c.output,
+                "kind": c.options.kind,
+                "stored": _stored(c.options),
+                "max_file_bytes": c.options.max_file_bytes,
+            }
+            for c in plan.files.columns
+        ]
     return {
         "read": {
             "format": plan.fmt,
@@ -102,7 +116,16 @@ def summarize_plan(plan: JobPlan) -> dict[str, Any]:
             "splits": splits,
         },
         "work": {"work_items": len(plan.work), "read_tasks": len(plan.shards.tasks)},
+        **files,
     }
+
+
+def _stored(options: FileColumn) -> str:
+    """What a file column's records hold: the file as it is, or a re-encoded image."""
+    image = options.image
+    if image is None or not image.reencodes:
+        return "the file's bytes"
+    return f"re-encoded {image.format or 'as the file (png for other formats)'}"
 
 
 def _size(n: float) -> str:
@@ -134,6 +157,11 @@ def format_plan(summary: dict[str, Any]) -> str:
         shards = "runner" if split["shards"] is None else f"{split['shards']:,}"
         lines.append(
             f"        {name:<12} {split['rows']:>14,} {shards:>8} {_size(split['bytes']):>14}"
+        )
+    for column in summary.get("files", []):
+        lines.append(
+            f"files:  {column['column']} -> {column['output']}: {column['kind']}, "
+            f"{column['stored']}, at most {_size(column['max_file_bytes'])} a file"
         )
     if "engine" in summary:  # which engine convert would run it on (pipeline/engines/choose.py)
         engine = summary["engine"]

@@ -17,6 +17,7 @@ import yaml
 from pipeline.job.errors import ConfigError, closest
 from pipeline.job.flags import scalar_options
 from transforms.encode.schema import NULL_POLICIES, ColumnOptions
+from transforms.files.options import FileColumn, FilesConfigError, files_to_json, parse_files
 from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
 from transforms.read.csv_reader import CsvOptions
@@ -63,6 +64,7 @@ class JobConfig:
     fit_split: str | None = None  # where analyzers are fitted; None: "train", else the first split
     layout: str = DEFAULT_LAYOUT  # flat | tfds | tfx (transforms/write/layout.py)
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
+    files: tuple[FileColumn, ...] = ()  # columns of file references read into the records
     stats: bool = True  # feature statistics per split (transforms/stats/)
     report: bool = False  # write report.html after the run (not recorded in the manifest)
     index: bool = False  # an index file beside each shard (transforms/write/index.py)
@@ -84,7 +86,7 @@ class JobConfig:
 _OPTIONS = scalar_options()  # key -> Option: the checked scalars (pipeline/job/flags.py)
 _SCALARS: dict[str, tuple[type, ...]] = {key: o.types for key, o in _OPTIONS.items()}
 _CHOICES = {key: o.choices for key, o in _OPTIONS.items() if o.choices is not None}
-_STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms", "sequence")
+_STRUCTURED = ("input", "csv", "columns", "splits", "shuffle", "transforms", "sequence", "files")
 _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
@@ -207,6 +209,11 @@ def _from_mapping(source: str, raw: Mapping[str, Any]) -> dict[str, Any]:
                 out["sequence"] = parse_sequence(value, source)
             except SequenceError as err:
                 raise ConfigError(str(err)) from err
+        elif key == "files":
+            try:
+                out["files"] = parse_files(value, source)
+            except FilesConfigError as err:
+                raise ConfigError(str(err)) from err
         elif key in _SCALARS:
             _check_type(f"{source}: key {key!r}", value, _SCALARS[key])
             if key in _CHOICES and value not in _CHOICES[key]:
@@ -277,6 +284,8 @@ def _job_config(values: dict[str, Any]) -> JobConfig:
     if values.get("shuffle") and values.get("sink") == "tfrecordio":
         raise ConfigError("shuffle: the tfrecordio sink does not shuffle (use sink: blocks)")
     sequence = values.get("sequence")
+    if sequence is not None and values.get("files"):
+        raise ConfigError("files: a sequence: job does not read files; convert them as Examples")
     key = values.get("split_key")
     if sequence is not None and sequence.grouped and key and key not in sequence.group_by:
         raise ConfigError(
@@ -352,6 +361,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         if scalars[key] == default:
             del scalars[key]
     sequence = {} if config.sequence is None else {"sequence": config.sequence.to_json()}
+    files = {"files": files_to_json(config.files)} if config.files else {}
     return {
         "input": list(config.inputs),
         **scalars,
@@ -360,6 +370,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
         "transforms": [{step.kind: dict(step.configured)} for step in config.transforms],
         "splits": dict(config.splits),  # JSON keeps the order, which the split hash depends on
         **sequence,
+        **files,
     }
 
 

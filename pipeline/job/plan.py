@@ -32,6 +32,7 @@ from transforms.encode.schema import (
     nested_list_columns,
     plan_features,
 )
+from transforms.files.plan import FilesPlan, file_bytes_per_row, mark_images, plan_files
 from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
@@ -88,6 +89,7 @@ class JobPlan:
     sequence: SequenceLayout | None = None  # SequenceExamples: context (`specs`) and steps
     sequence_buckets: int = 0  # a grouped sequence's buckets (transforms/sequence/spill.py)
     input_bytes: int = 0  # the input files' bytes on disk
+    files: FilesPlan | None = None  # the `files:` columns, read after preprocessing
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -103,6 +105,7 @@ class JobPlan:
             preprocess=self.preprocess,
             framed=config.sink == "blocks" if framed is None else framed,
             sequence=self.sequence,
+            files=self.files,
         )
 
     @property
@@ -292,10 +295,13 @@ def plan_job(config: JobConfig) -> JobPlan:
         _no_links(config.transform_artifacts)  # another output's files: never through a link
         artifacts = check_artifacts(config.transform_artifacts, preprocess)  # before clearing
     features = schema if preprocess is None else preprocess.output_schema
+    files = plan_files(config.files, features) if config.files else None
+    if files is not None:  # the file columns as binary, and the facts read beside them
+        features = files.output_schema
     shapes = _inferred_shapes(features, config.columns, sample, schema, work[0].path)
     sequence = None
     if config.sequence is None:
-        specs = plan_features(features, config.columns, shapes)
+        specs = mark_images(plan_features(features, config.columns, shapes), files)
         row_specs = specs  # what one row writes (the size estimate)
     else:
         sequence = plan_sequence(config.sequence, features, config.columns, shapes)
@@ -312,6 +318,7 @@ def plan_job(config: JobConfig) -> JobPlan:
     source_specs = _source_specs(schema, config, sample, work[0].path)
     split_before = len(config.splits) > 1 and (
         preprocess is not None
+        or files is not None  # a row's split: a hash of its references, not of the files
         or (sequence is None and source_specs != tuple(specs))
         or (sequence is not None and sequence.grouped)  # rows take their sequence's split
     )
@@ -331,10 +338,11 @@ def plan_job(config: JobConfig) -> JobPlan:
     ratio = output_bytes_per_input_byte(
         work[0],
         sample,
-        row_specs if preprocess is None else source_specs,
+        row_specs if preprocess is None and files is None else source_specs,
         _compressor(config),
         config.csv.header and fmt == "csv",
         file_rows,
+        0.0 if files is None else file_bytes_per_row(files, sample),
     )
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)
     shards = plan_shards(work, ratio, config.splits, config.shard_mb, config.num_shards, grouped)
@@ -355,4 +363,5 @@ def plan_job(config: JobConfig) -> JobPlan:
         sequence=sequence,
         sequence_buckets=sequence_buckets(shards.estimated_bytes) if sequence else 0,
         input_bytes=sum(sizes.values()),
+        files=files,
     )

@@ -11,6 +11,7 @@ One `feature` per manifest feature, as the records hold it:
   `bucketize` step wrote; a vocabulary's values also as a schema-level `string_domain` named
   after its output, which the string feature it was fitted on refers to (`domain:`) when the
   vocabulary kept every value (no `top_k`, `min_frequency` 1).
+- `image_domain {}` for a feature of encoded images (a `files:` image column).
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def manifest_schema(
             feature.int_domain.is_categorical = True
         if spec.name in string_refs and spec.kind == "bytes":
             feature.domain = string_refs[spec.name]
+        if spec.image is not None:  # encoded images (a files: image column)
+            feature.image_domain.SetInParent()
     return schema
 
 

@@ -30,6 +30,9 @@ What comes back as what:
   present one with no values. The records themselves keep the difference, and the manifest's
   `null_count` says how many rows were null.
 - A nullable fixed array with no elements at all (a zero in its shape) reads as null in every row.
+- An image feature (a `files:` image column) is its encoded bytes (`tf.string`); with
+  `decode_images=True` its uint8 pixels, `[batch, H, W, C]` or ragged when the images differ
+  in size (pipeline/reader/images.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import tensorflow as tf
 
 from pipeline.output.entries import entry
 from pipeline.output.manifest import Manifest, read_manifest
+from pipeline.reader.images import decode_images as decode_image_features
 from pipeline.reader.sequence import sequence_parser, sequence_spec
 from pipeline.reader.spec import ParseSpec, check_mask_names, parse_spec, restore
 
@@ -87,6 +91,7 @@ def load_dataset(
     drop_remainder: bool = False,
     num_parallel_reads: int | None = tf.data.AUTOTUNE,
     null_masks: bool = True,
+    decode_images: bool = False,
 ) -> tf.data.Dataset:
     """A tf.data.Dataset of restored batches (dicts, see `restore`) of one split of an output.
 
@@ -97,7 +102,9 @@ def load_dataset(
     `repeat` is False (one pass), True (forever) or a number of passes; each pass is shuffled
     anew. Records are batched first and each batch is parsed as a whole; SequenceExamples
     (a manifest with a `sequence` section) with `tf.io.parse_sequence_example`, their steps as
-    RaggedTensors [batch, time, ...] (pipeline/reader/sequence.py).
+    RaggedTensors [batch, time, ...] (pipeline/reader/sequence.py). With `decode_images` the
+    image features come back as uint8 pixels instead of their encoded bytes
+    (pipeline/reader/images.py).
 
     Raises FileNotFoundError when `output_dir` has no manifest (not a complete output) and
     ValueError for a split the manifest does not list or a bad argument.
@@ -114,7 +121,8 @@ def load_dataset(
         spec = parse_spec(features)
 
         def parse_batch(records: tf.Tensor) -> dict[str, Any]:
-            return restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
+            parsed = restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
+            return decode_image_features(parsed, features) if decode_images else parsed
 
     names = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))
     if shuffle_buffer > 0 and len(files) > 1:

@@ -3,7 +3,9 @@
 Every string that comes from the data or the run (column names, values, split names, paths,
 bad-row reasons) passes through `_e` (html.escape, quotes included; control characters, which
 HTML does not allow, as U+FFFD) before it enters the page;
-the plots carry theirs inside the SVG images, which a browser never runs scripts in. The page
+the plots carry theirs inside the SVG images, which a browser never runs scripts in. The
+thumbnails of image features are PNGs Pillow made anew from the decoded pixels (never a
+record's own bytes), as `data:image/png` images. The page
 declares a Content-Security-Policy that lets nothing be fetched (`default-src 'none'`, images
 from `data:` only) and no script run. Each number the statistics give is in a cell with
 `data-split`, `data-stat` and its exact value in `data-value`; the text shows it rounded.
@@ -21,6 +23,7 @@ from typing import Any
 from pipeline.output.manifest import Manifest, StoredFeature
 from pipeline.report.files import BadRows
 from pipeline.report.stats import FeatureSummary
+from pipeline.report.thumbnails import Thumbnail
 
 __all__ = ["render_page", "svg_image"]
 
@@ -38,6 +41,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f4f4}
 .feature{border-top:1px solid #eee;padding:.6em 0;display:flex;flex-wrap:wrap;gap:1em}
 .feature .head{flex-basis:100%}.muted{color:#777}.warn{color:#b00}
 details{margin:.3em 0}img{max-width:100%}
+.thumbs{display:flex;flex-wrap:wrap;gap:.6em;align-items:flex-end;margin:.3em 0 .8em}
+.thumbs figure{margin:0;text-align:center}.thumbs figcaption{font-size:.85em;color:#555}
 """
 
 
@@ -266,6 +271,36 @@ def _feature(feature: StoredFeature, by_split: Mapping[str, FeatureSummary], svg
     )
 
 
+def _thumbnail(name: str, split: str, t: Thumbnail) -> str:
+    caption = f"{split} #{t.record}"
+    if t.png is None:
+        return (
+            f'<figure data-feature="{_e(name)}" data-split="{_e(split)}">'
+            f'<span class="warn">{_e(t.error)}</span><figcaption>{_e(caption)}</figcaption>'
+            "</figure>"
+        )
+    data = base64.b64encode(t.png).decode("ascii")
+    return (
+        f'<figure data-feature="{_e(name)}" data-split="{_e(split)}">'
+        f'<img alt="{_e(f"{name}, {caption}")}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(caption)}: {t.width}x{t.height}</figcaption></figure>"
+    )
+
+
+def _images(thumbnails: Mapping[str, Mapping[str, Sequence[Thumbnail]]]) -> str:
+    """Each image feature's first records per split, as thumbnails."""
+    out = []
+    for name, by_split in thumbnails.items():
+        out.append(f"<h3><code>{_e(name)}</code></h3>")
+        for split, shown in by_split.items():
+            figures = "".join(_thumbnail(name, split, t) for t in shown)
+            out.append(
+                f'<div class="thumbs"><strong>{_e(split)}</strong>'
+                f"{figures or '<span class=muted>no record</span>'}</div>"
+            )
+    return "".join(out)
+
+
 def render_page(
     *,
     output: str,
@@ -274,9 +309,11 @@ def render_page(
     bad: BadRows,
     summaries: Mapping[str, Mapping[str, FeatureSummary]],
     plots: Mapping[str, str],
+    thumbnails: Mapping[str, Mapping[str, Sequence[Thumbnail]]] | None = None,
 ) -> str:
     """The page. `summaries`: feature -> split -> its statistics (empty when the output has
-    none); `plots`: feature -> its figure as SVG."""
+    none); `plots`: feature -> its figure as SVG; `thumbnails`: image feature -> split -> its
+    first records' thumbnails."""
     title = f"Dataset report: {output}"
     if summaries:
         features = "".join(
@@ -299,8 +336,10 @@ def render_page(
         ("Splits and shards", _splits(sizes, manifest)),
         ("Bad rows", _bad_rows(bad)),
         ("Type mapping", _type_mapping(manifest)),
-        ("Features", features),
     ]
+    if thumbnails:
+        sections.append(("Images", _images(thumbnails)))
+    sections.append(("Features", features))
     body = "".join(f"<h2>{_e(h)}</h2>{content}" for h, content in sections)
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"

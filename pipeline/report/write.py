@@ -4,7 +4,8 @@ each split, the bad rows and the shard sizes; draw one figure per feature; write
 
 The statistics are the files the manifest lists under `statistics` (split -> a binary TF
 Metadata `DatasetFeatureStatisticsList`); an output without them still gets the splits, shards,
-bad rows and type mapping, and says that it has no statistics.
+bad rows and type mapping, and says that it has no statistics. An output with image features
+(`files:` image columns) also shows the first few images of each split as thumbnails.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pipeline.report.files import (
 from pipeline.report.page import render_page
 from pipeline.report.plots import feature_svg
 from pipeline.report.stats import FeatureSummary, feature_summaries, parse_statistics
+from pipeline.report.thumbnails import read_thumbnails
 
 __all__ = [
     "ReportResult",
@@ -83,6 +85,7 @@ def render_report(output: str) -> tuple[str, ReportResult]:
         bad=read_bad_rows(output, manifest),
         summaries=summaries,
         plots=plots,
+        thumbnails=read_thumbnails(output, manifest),
     )
     result = ReportResult(
         join(output, REPORT_NAME),

@@ -1,7 +1,9 @@
 """`tfrecord-etl inspect PATH`: the manifest summary and the first records as readable JSON, for
 an output directory or a single TFRecord file (also one this project did not write: the schema
 is then inferred from the records). Records are decoded with protobuf's own classes of
-tf.train.Example (pipeline/verify/example_pb.py): no TensorFlow, and no Beam for a local path."""
+tf.train.Example (pipeline/verify/example_pb.py): no TensorFlow, and no Beam for a local path.
+An image feature (a `files:` image column) shows each value as its format and size, not its
+bytes."""
 
 from __future__ import annotations
 
@@ -26,15 +28,22 @@ def _value(v: Any) -> Any:
     return v
 
 
-def _example(record: bytes) -> dict[str, Any]:
+def _example(record: bytes, images: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """An Example as name -> values (`images`: features shown as format and size)."""
     example = Example.FromString(record)
     out = {}
     for name in sorted(example.features.feature):
         feature = example.features.feature[name]
         kind = feature.WhichOneof("kind")
         values = [] if kind is None else list(getattr(feature, kind).value)
-        out[name] = [_value(v) for v in values]
+        out[name] = [_image(v) if name in images else _value(v) for v in values]
     return out
+
+
+def _image(data: bytes) -> dict[str, Any]:
+    """An encoded image as its format (by its first bytes) and size."""
+    kind = "png" if data.startswith(b"\x89PNG") else "jpeg" if data[:2] == b"\xff\xd8" else "?"
+    return {"image": kind, "bytes": len(data)}
 
 
 def _features(features: Any) -> dict[str, Any]:
@@ -104,7 +113,14 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
                 for f in manifest.features
             },
         }
-        parse = _example
+        images = frozenset(f.name for f in manifest.features if f.spec.image is not None)
+        for name in images:
+            image = next(f.spec.image for f in manifest.features if f.name == name)
+            summary["features"][name]["image"] = image.to_json()
+
+        def parse(record: bytes) -> dict[str, Any]:
+            return _example(record, images)
+
         if manifest.sequence is not None:  # SequenceExamples: `features` is the context
             summary["sequence"] = {
                 k: v for k, v in manifest.sequence.to_json().items() if k != "features"

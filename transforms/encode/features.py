@@ -19,6 +19,7 @@ __all__ = [
     "ColumnOptions",
     "ConversionError",
     "FeatureSpec",
+    "ImageSpec",
     "SchemaError",
 ]
 
@@ -54,6 +55,26 @@ class ColumnOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class ImageSpec:
+    """A bytes feature that holds encoded images (a `files:` image column): the formats its
+    values may be in, and the [height, width, channels] the readers decode them to, -1 where
+    the images differ."""
+
+    formats: tuple[str, ...]
+    shape: tuple[int, int, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"formats": list(self.formats), "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImageSpec:
+        shape = tuple(int(d) for d in data["shape"])
+        if len(shape) != 3:
+            raise ValueError(f"an image's shape is [height, width, channels], not {shape}")
+        return cls(tuple(str(f) for f in data["formats"]), shape)
+
+
+@dataclasses.dataclass(frozen=True)
 class FeatureSpec:
     """One Example feature: how it is written and how the reader restores it.
 
@@ -67,6 +88,8 @@ class FeatureSpec:
         elements as one little-endian bytes value).
     source_type: the Arrow type of the column, as text.
     unit: timestamp unit (and zone) or "days" for dates; None otherwise.
+    image: for a bytes feature of encoded images, their formats and decoded shape; None
+        otherwise (and then left out of the JSON, as in manifests from before it existed).
     """
 
     name: str
@@ -79,11 +102,16 @@ class FeatureSpec:
     null_policy: str = "omit"
     default: Any = None
     unit: str | None = None
+    image: ImageSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["path"] = list(self.path)
         out["shape"] = None if self.shape is None else list(self.shape)
+        if self.image is None:
+            del out["image"]
+        else:
+            out["image"] = self.image.to_json()
         return out
 
     @classmethod
@@ -92,4 +120,6 @@ class FeatureSpec:
         kwargs = {k: v for k, v in data.items() if k in fields}
         kwargs["path"] = tuple(kwargs["path"])
         kwargs["shape"] = None if kwargs.get("shape") is None else tuple(kwargs["shape"])
+        if kwargs.get("image") is not None:
+            kwargs["image"] = ImageSpec.from_json(kwargs["image"])
         return cls(**kwargs)

@@ -296,14 +296,15 @@ def _add_strings(stats: FeatureStats, leaf: pa.Array, into: FeatureStats) -> Non
         return
     if pa.types.is_decimal(leaf.type):
         leaf = decimal_text(leaf)
-    counted = count_values(leaf)  # the distinct values, their counts and hashes, the lengths
+    # the distinct values (for a string's top values), their counts and hashes, the lengths
+    counted = count_values(leaf, keep_values=stats.kind == "string")
     stats.length_sum = counted.length_sum
     stats.min_length, stats.max_length = counted.min_length, counted.max_length
     if into.distinct is None:
         stats.distinct = HyperLogLog()
     distinct = stats.distinct if into.distinct is None else into.distinct
     distinct.add_hashes(counted.hashes)
-    if stats.kind == "string":
+    if counted.values is not None:  # a string feature: its top values
         if into.top is None:
             stats.top = TopK(TOP_CAPACITY)
         top = stats.top if into.top is None else into.top

@@ -76,10 +76,11 @@ def _count(offsets: np.ndarray, data: np.ndarray) -> tuple:  # pragma: no cover
 
 @dataclasses.dataclass
 class CountedValues:
-    """The distinct values of a batch (in order of first appearance), their counts and
-    hashes (`hash_column`), and the byte lengths of all the values (None: no value)."""
+    """The distinct values of a batch (in order of first appearance; None when not asked
+    for), their counts and hashes (`hash_column`), and the byte lengths of all the values
+    (None: no value)."""
 
-    values: pa.Array
+    values: pa.Array | None
     counts: np.ndarray
     hashes: np.ndarray
     length_sum: int
@@ -96,20 +97,23 @@ def _is_variable_binary(t: pa.DataType) -> bool:
     )
 
 
-def count_values(leaf: pa.Array) -> CountedValues:
-    """Count the values of a string or binary array (nulls skipped)."""
+def count_values(leaf: pa.Array, keep_values: bool = True) -> CountedValues:
+    """Count the values of a string or binary array (nulls skipped). `keep_values=False`
+    leaves the distinct values themselves out (`values` None): a bytes feature needs only
+    their hashes and lengths, and a column of files' contents would be copied whole."""
     if leaf.null_count:
         leaf = leaf.drop_null()
     if not _is_variable_binary(leaf.type):
         leaf = pc.cast(leaf, pa.large_binary())
     if len(leaf) == 0:
         empty = np.empty(0, np.int64)
-        return CountedValues(leaf, empty, np.empty(0, np.uint64), 0, None, None)
+        kept = leaf if keep_values else None
+        return CountedValues(kept, empty, np.empty(0, np.uint64), 0, None, None)
     large = pa.types.is_large_string(leaf.type) or pa.types.is_large_binary(leaf.type)
     _, offsets_buf, data_buf = leaf.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)
     offsets = offsets[leaf.offset : leaf.offset + len(leaf) + 1]
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.empty(0, np.uint8)
     hashes, first, counts, length_sum, low, high = _count(offsets, data)
-    values = leaf.take(pa.array(first, pa.int64()))
+    values = leaf.take(pa.array(first, pa.int64())) if keep_values else None
     return CountedValues(values, counts, hashes, int(length_sum), int(low), int(high))

@@ -112,13 +112,16 @@ def output_bytes_per_input_byte(
     compress: Callable[[memoryview], bytes] | None,
     csv_header: bool = True,
     file_rows: int | None = None,
+    extra_row_bytes: float = 0.0,
 ) -> float:
     """Shard bytes per input byte, from `sample` (the first batch of `item`) encoded with
     `specs` and compressed with `compress`. 1.0 when there is nothing to measure it on (no
     sample, no specs for the source, a sample row that does not encode).
 
     `file_rows`: `item` is a whole Parquet file (`source_bytes` its size on disk) of that many
-    rows (from its footer); the sample's share of the file's bytes is its share of the rows."""
+    rows (from its footer); the sample's share of the file's bytes is its share of the rows.
+    `extra_row_bytes`: bytes each row gains after the sample's encoding (the files a `files:`
+    column reads in; taken as they are, compressed or not)."""
     if sample is None or specs is None or sample.table.num_rows == 0 or item.source_bytes <= 0:
         return 1.0
     rows = sample.table.num_rows
@@ -134,7 +137,7 @@ def output_bytes_per_input_byte(
         return 1.0
     if input_bytes <= 0:
         return 1.0
-    return compressed_size(encoded.buffer, compress) / input_bytes
+    return (compressed_size(encoded.buffer, compress) + extra_row_bytes * rows) / input_bytes
 
 
 def plan_tasks(sizes: Sequence[float], task_bytes: float) -> list[list[int]]:

@@ -1,4 +1,5 @@
-"""The whole job in one place: read -> (split) -> preprocess -> encode -> write -> manifest.
+"""The whole job in one place: read -> (split) -> preprocess -> files -> encode -> write ->
+manifest.
 
 What can be known before the job runs is planned and checked in pipeline/job/plan.py.
 """
@@ -15,6 +16,7 @@ from pipeline.job.plan import JobPlan
 from transforms.deadletter import ERRORS_DIR
 from transforms.deadletter.beam import CountBadRows, WriteErrors
 from transforms.encode.beam import EncodeExamples, MergeStats, split_tag
+from transforms.files.beam import ReadFiles
 from transforms.preprocess.artifacts import transform_dir
 from transforms.preprocess.beam import FitPreprocess, Preprocess, WriteArtifacts
 from transforms.read.beam import ReadTable
@@ -73,6 +75,10 @@ def build_pipeline(
             plan.preprocess, transform_dir(config.output)
         )  # str: path of a statistics or vocabulary file
         transform_files.append(beam.pvalue.AsList(written))
+    if plan.files is not None:
+        read = batches | "ReadFiles" >> ReadFiles(conversion)
+        batches = read.batches  # TableBatch: a part of a batch, its files' contents in columns
+        bad.append(read.bad)
     temp_dir = FileSystems.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
     if plan.sequence is not None and plan.sequence.grouped:  # rows meet by bucket of their key
         encoded = batches | "EncodeSequences" >> EncodeSequences(

@@ -3,8 +3,8 @@ what was made from it once, in the launcher, before the workers fork).
 
 The pieces of work, each a phase of the job (pipeline/engines/inprocess/engine.py):
 - a `Unit` (one work item of one read task: a Parquet row group, a CSV or JSON Lines file):
-  `fit_unit` adds its rows to an analysis pass; `convert_unit` reads, splits, preprocesses and
-  encodes it, and writes or spills its records (`UnitOutput`);
+  `fit_unit` adds its rows to an analysis pass; `convert_unit` reads, splits, preprocesses,
+  reads its `files:` columns and encodes it, and writes or spills its records (`UnitOutput`);
 - a task's spilled blocks: `assemble_task` writes the task's rolling files (workers > 1);
 - a grouped sequence's bucket: `encode_bucket` encodes its sequences and writes or spills them;
 - a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces.
@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.engines.inprocess.pool import work_item_error
 from pipeline.job.plan import JobPlan
 from transforms.batch import TableBatch
-from transforms.convert import Conversion
+from transforms.convert import Conversion, EncodedRows
 from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch
 from transforms.preprocess.chain import analysis_inputs
@@ -240,11 +240,11 @@ class UnitOutput:
 
 
 def convert_unit(job: Job, unit: Unit, spill_blocks: bool = True) -> UnitOutput:
-    """Read, split, preprocess and encode one work item; write its records of each rolling
-    split into its task's files (`spill_blocks` False: the task is this worker's), or spill
-    them (blocks for the rolling splits, pieces by shard for grouped ones, rows by bucket for
-    a grouped sequence)."""
-    conversion, splits = job.conversion, job.splits
+    """Read, split, preprocess, read the files of and encode one work item; write its records
+    of each rolling split into its task's files (`spill_blocks` False: the task is this
+    worker's), or spill them (blocks for the rolling splits, pieces by shard for grouped ones,
+    rows by bucket for a grouped sequence)."""
+    conversion = job.conversion
     out = UnitOutput()
     if job.statistics:
         out.statistics = StatisticsAccumulator(job.plan.specs)
@@ -262,19 +262,14 @@ def convert_unit(job: Job, unit: Unit, spill_blocks: bool = True) -> UnitOutput:
             if job.grouped_sequence:
                 _spill_rows(job, rows, row_spills, out)
                 continue
-            encoded, failed = conversion.encode(rows)
-            out.bad += failed
-            if encoded is None:
-                continue
-            for name, records in encoded.by_split(splits):
-                _write(job, unit, name, records, spill_blocks, block_spills, spillers, out)
-            s = encoded.stats
-            out.counts = out.counts.merge(
-                BatchStats(s.rows, s.nulls, encoded.split_rows(splits), s.steps)
-            )
-            if out.statistics is not None:
-                for name, split_rows in encoded.batches_by_split(splits):
-                    out.statistics.add(name, split_rows)
+            for read, failed in conversion.read_files(rows):  # parts of bounded size
+                out.bad += failed
+                if read is None:
+                    continue
+                encoded, failed = conversion.encode(read)
+                out.bad += failed
+                if encoded is not None:
+                    _add_encoded(job, unit, encoded, spill_blocks, block_spills, spillers, out)
     for name, spill in block_spills.items():
         out.blocks[name] = spill.close()
     for spiller in spillers.values():
@@ -283,6 +278,27 @@ def convert_unit(job: Job, unit: Unit, spill_blocks: bool = True) -> UnitOutput:
         spill.close()
     job.flush_progress()
     return out
+
+
+def _add_encoded(
+    job: Job,
+    unit: Unit,
+    encoded: EncodedRows,
+    spill_blocks: bool,
+    block_spills: dict[str, BlockSpill],
+    spillers: dict[str, ShardSpiller],
+    out: UnitOutput,
+) -> None:
+    """One encoded batch: its records written or spilled by split, its counts and statistics
+    added to `out`."""
+    splits = job.splits
+    for name, records in encoded.by_split(splits):
+        _write(job, unit, name, records, spill_blocks, block_spills, spillers, out)
+    s = encoded.stats
+    out.counts = out.counts.merge(BatchStats(s.rows, s.nulls, encoded.split_rows(splits), s.steps))
+    if out.statistics is not None:
+        for name, split_rows in encoded.batches_by_split(splits):
+            out.statistics.add(name, split_rows)
 
 
 def convert_task(job: Job, task: ReadTask) -> UnitOutput:

@@ -8,6 +8,10 @@ What each feature becomes (a `tfds.features.Tensor` in a `FeaturesDict`, key = f
 - shape: the feature's shape, `-1` (None) for a variable length; a float64 written with
   keep_float64 is `encoding: bytes` (TFDS decodes the row's little-endian bytes, as the
   reader does).
+- images (a `files:` image column, marked `image` in the manifest): TFDS's `Image` (uint8,
+  `[height, width, channels]` with -1 where the images differ, the encoding format when there
+  is one), so `as_dataset` decodes them. TFDS decodes every record's image, so the column must
+  not write a null (`null_policy: fail`, checked at plan time).
 - nulls: TFDS has no mask, and its `optional` fills a null with a sentinel that a real value
   can equal (0 for unsigned, False, "", the dtype's minimum). A feature that had nulls gets a
   leading dimension of length 0 (null) or 1 (present) instead: a scalar is `[]` or `[v]`, a
@@ -50,12 +54,14 @@ FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
 _CLASS = "tensorflow_datasets.core.features.{}"
 _DICT = _CLASS.format("features_dict.FeaturesDict")
 _TENSOR = _CLASS.format("tensor_feature.Tensor")
+_IMAGE = _CLASS.format("image_feature.Image")
 
 
 def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
     """SchemaError for a feature TFDS cannot read from the shards as written: a name with "/"
-    (TFDS's separator of nested features), or a keep_float64 column whose nulls are dropped
-    (TFDS needs the row's bytes in every record)."""
+    (TFDS's separator of nested features), a keep_float64 column whose nulls are dropped
+    (TFDS needs the row's bytes in every record), an image column that may write a null (TFDS
+    decodes an image from every record)."""
     for spec in specs:
         if "/" in spec.name:
             raise SchemaError(
@@ -68,6 +74,12 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
                 "null_policy default or fail (TFDS decodes its bytes only when every record "
                 "has them)"
             )
+        if spec.image is not None and spec.null_policy != "fail":
+            raise SchemaError(
+                f"column {spec.name!r}: layout tfds: TFDS decodes an image from every record; "
+                f"set columns.{spec.name}.null_policy: fail (a row without a file reference "
+                "is then a bad row)"
+            )
 
 
 def _shape(feature: StoredFeature) -> list[int]:
@@ -78,8 +90,25 @@ def _shape(feature: StoredFeature) -> list[int]:
     return dims
 
 
+def _image(feature: StoredFeature) -> dict[str, Any]:
+    image = feature.spec.image
+    out: dict[str, Any] = {
+        "shape": {"dimensions": [str(d) for d in image.shape]},
+        "dtype": "uint8",
+    }
+    if len(image.formats) == 1:
+        out["encodingFormat"] = image.formats[0]
+    return {
+        "pythonClassName": _IMAGE,
+        "image": out,
+        "description": f"encoded {' or '.join(image.formats)} images from {feature.name!r}",
+    }
+
+
 def _tensor(feature: StoredFeature) -> dict[str, Any]:
     spec = feature.spec
+    if spec.image is not None:
+        return _image(feature)
     encoding = "bytes" if spec.encoding == "float64_bytes" else "none"
     description = f"Arrow type {spec.source_type}" + (
         "; nullable: first dimension 0 where null, 1 where present"
@@ -98,7 +127,7 @@ def _tensor(feature: StoredFeature) -> dict[str, Any]:
 
 
 def tfds_features(features: Sequence[StoredFeature]) -> dict[str, Any]:
-    """features.json: a FeaturesDict of one Tensor per feature."""
+    """features.json: a FeaturesDict of one Tensor (or Image) per feature."""
     return {
         "pythonClassName": _DICT,
         "featuresDict": {"features": {f.name: _tensor(f) for f in features}},

@@ -1,0 +1,244 @@
+"""`files:` columns: a CSV of image references converted by the job, against the usual recipe
+(a plain Python loop that reads each file and writes `tf.train.Example`s with TensorFlow's
+`TFRecordWriter`), in one run, on the same files, on the same machine at the same time.
+
+The images: `--images` small JPEGs (seeded; 96-159 x 128-191 pixels, quality 90, about 6.5 KB
+each), referenced by one CSV (`image,label`), and the same rows cut into two CSV files (one
+CSV file is one work item: the in-process engine gives each worker whole files). Their pages
+are read once before any timing, so every run reads them from the page cache.
+
+Modes, each against its baseline loop:
+- `bytes` (`files: {image: {}}`): the file's bytes; the loop reads each file whole;
+- `check` (`image: {}`): the bytes, each image decoded in full and its height, width and
+  channels written; the loop decodes each with Pillow (`Image.open(...).load()`) too;
+- `resize` (`image: {resize: 64, format: jpeg, quality: 90}`): each image resized (shorter side
+  64) and re-encoded; the loop does the same with Pillow.
+
+The loops run in this process, TensorFlow imported before the clock starts. The job runs as a
+whole command (`python -m pipeline convert`, its start-up and plan included) at `--small` and
+`--images` rows: its wall time at `--images`, and its steady rate (the row difference over the
+wall-time difference: start-up and planning taken out). Both write uncompressed records
+(`--compression none`, as the loop's default `TFRecordWriter`). Every job output is checked to
+hold every row.
+
+    python bench/files.py                       # 10,000 images; about 4 minutes on 2 cores
+    python bench/files.py --images 2000 --small 500 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import convert_cmd, load_avg, run_process
+
+MODES = {
+    "bytes": {"image": {}},
+    "check": {"image": {"image": {}}},
+    "resize": {"image": {"image": {"resize": 64, "format": "jpeg", "quality": 90}}},
+}
+SIDE = 64  # the resize mode's shorter side
+
+
+def make_images(work: Path, count: int) -> tuple[list[tuple[str, int]], int]:
+    """`count` seeded JPEGs under work/img; (relative path, label) of each, and their bytes."""
+    from PIL import Image
+
+    folder = work / "img"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, total = [], 0
+    for i in range(count):
+        rng = np.random.default_rng(i)
+        height, width = 96 + (i * 7) % 64, 128 + (i * 11) % 64
+        small = Image.fromarray(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8))
+        smooth = np.asarray(small.resize((width, height), Image.BILINEAR)).astype(np.int16)
+        grain = rng.integers(-12, 12, (height, width, 3))
+        path = folder / f"{i:06d}.jpg"
+        if not path.exists():
+            Image.fromarray(np.clip(smooth + grain, 0, 255).astype(np.uint8)).save(path, quality=90)
+        total += path.stat().st_size
+        rows.append((f"img/{path.name}", i % 10))
+    return rows, total
+
+
+def write_csvs(work: Path, rows: list[tuple[str, int]], name: str) -> tuple[Path, Path]:
+    """The rows as one CSV (work/NAME.csv) and as two (work/NAME-parts/part-{0,1}.csv)."""
+    one = work / f"{name}.csv"
+    with open(one, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["image", "label"])
+        w.writerows(rows)
+    parts = work / f"{name}-parts"
+    parts.mkdir(exist_ok=True)
+    half = (len(rows) + 1) // 2
+    for k, chunk in enumerate((rows[:half], rows[half:])):
+        with open(parts / f"part-{k}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["image", "label"])
+            w.writerows((f"../{path}", label) for path, label in chunk)
+    return one, parts
+
+
+def warm(work: Path) -> None:
+    """Every image read once: the runs after read them from the page cache."""
+    for path in (work / "img").iterdir():
+        path.read_bytes()
+
+
+# -- the usual recipe ----------------------------------------------------------------------
+
+
+def loop(work: Path, rows: list[tuple[str, int]], mode: str, out: Path) -> float:
+    """The plain loop: each file read (and decoded, or resized and re-encoded), one Example
+    each, written by TensorFlow's TFRecordWriter; its wall seconds."""
+    import tensorflow as tf
+    from PIL import Image
+
+    def feature(value: bytes | int) -> tf.train.Feature:
+        if isinstance(value, bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+    start = time.perf_counter()
+    with tf.io.TFRecordWriter(str(out)) as writer:
+        for path, label in rows:
+            with open(work / path, "rb") as f:
+                data = f.read()
+            values: dict[str, bytes | int] = {"image": data, "label": label}
+            if mode == "check":
+                image = Image.open(io.BytesIO(data))
+                image.load()
+                bands = len(image.getbands())
+                values.update(image_height=image.height, image_width=image.width)
+                values["image_channels"] = bands
+            elif mode == "resize":
+                image = Image.open(io.BytesIO(data)).convert("RGB")
+                scale = SIDE / min(image.size)
+                size = (round(image.width * scale), round(image.height * scale))
+                image = image.resize(size, Image.Resampling.BICUBIC)
+                buffer = io.BytesIO()
+                image.save(buffer, format="JPEG", quality=90)
+                values.update(image=buffer.getvalue(), image_height=image.height)
+                values.update(image_width=image.width, image_channels=3)
+            example = tf.train.Example(
+                features=tf.train.Features(feature={k: feature(v) for k, v in values.items()})
+            )
+            writer.write(example.SerializeToString())
+    return time.perf_counter() - start
+
+
+# -- the job -------------------------------------------------------------------------------
+
+
+def job(work: Path, source: Path | str, mode: str, rows: int, tag: str) -> dict:
+    config = work / f"{mode}.yaml"
+    config.write_text(json.dumps({"files": MODES[mode]}), encoding="utf-8")
+    out = work / f"out-{tag}"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = convert_cmd(source, out, "--config", str(config), "--compression", "none", "--quiet")
+    result = run_process(cmd, work / "logs" / f"{tag}.log")
+    if result["rc"] == 0:
+        manifest = json.loads((out / "manifest.json").read_text())
+        if manifest["rows"] != rows or manifest["bad_rows"]["count"]:
+            raise SystemExit(f"{tag}: {manifest['rows']} rows of {rows}, bad rows in {out}")
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=10_000)
+    parser.add_argument("--small", type=int, default=2_000, help="rows of the small job run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each; the best is kept")
+    parser.add_argument("--modes", default="bytes,check,resize")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-files-"))
+    work.mkdir(parents=True, exist_ok=True)
+    modes = args.modes.split(",")
+    try:
+        print(f"making {args.images:,} JPEGs in {work} ...", file=sys.stderr)
+        rows, total = make_images(work, args.images)
+        big, big_parts = write_csvs(work, rows, "images")
+        small, small_parts = write_csvs(work, rows[: args.small], "small")
+        small_bytes = sum((work / p).stat().st_size for p, _ in rows[: args.small])
+        warm(work)
+        import tensorflow as tf  # noqa: F401 - imported before the loops' clocks start
+
+        results: dict = {"images": args.images, "mb": total / 1e6, "load_before": load_avg()}
+        for mode in modes:
+            best: dict[str, float] = {}
+            for r in range(args.rounds):
+                order = [("loop", None), ("one", (small, big)), ("two", (small_parts, big_parts))]
+                for name, sources in order if r % 2 == 0 else order[::-1]:
+                    if sources is None:
+                        wall = loop(work, rows, mode, work / "loop.tfrecord")
+                        best["loop"] = min(best.get("loop", wall), wall)
+                        continue
+                    source_small, source_big = sources
+                    if name == "two":
+                        source_small, source_big = source_small / "*.csv", source_big / "*.csv"
+                    for size, source, count in (
+                        ("small", source_small, args.small),
+                        ("large", source_big, args.images),
+                    ):
+                        res = job(work, source, mode, count, f"{mode}-{name}-{size}-{r}")
+                        key = f"{name}_{size}"
+                        if res["rc"] == 0:
+                            best[key] = min(best.get(key, res["wall_s"]), res["wall_s"])
+                print(f"  {mode} round {r + 1}: {best} (load {load_avg()})", file=sys.stderr)
+            results[mode] = best
+        results["load_after"] = load_avg()
+        report(results, args.images, args.small, total, small_bytes)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    finally:
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def report(results: dict, images: int, small: int, total: int, small_bytes: int) -> None:
+    mb = total / 1e6
+    load = f"load average {results['load_before']} before, {results['load_after']} after"
+    print(f"{images:,} JPEGs, {mb:.1f} MB ({total / images / 1000:.1f} KB each); {load}")
+    print()
+    print("| mode | way | wall s | images/s | MB/s | vs loop |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for mode in MODES:
+        best = results.get(mode)
+        if not best or "loop" not in best:
+            continue
+        base = images / best["loop"]
+        print(f"| {mode} | loop (in process) | {best['loop']:.2f} | {base:,.0f} | "
+              f"{mb / best['loop']:.1f} | 1.00 |")  # fmt: skip
+        for name, label in (("one", "job, 1 CSV"), ("two", "job, 2 CSVs")):
+            if f"{name}_large" not in best:
+                continue
+            wall = best[f"{name}_large"]
+            print(f"| {mode} | {label}: whole command | {wall:.2f} | {images / wall:,.0f} | "
+                  f"{mb / wall:.1f} | {best['loop'] / wall:.2f} |")  # fmt: skip
+            dt = wall - best.get(f"{name}_small", float("inf"))
+            if dt > 0:
+                rate = (images - small) / dt
+                mbs = (total - small_bytes) / 1e6 / dt
+                print(f"| {mode} | {label}: steady | | {rate:,.0f} | {mbs:.1f} | "
+                      f"{rate / base:.2f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main()
