@@ -6,6 +6,7 @@ loaded, so a failure names the first module that pulled it in."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -48,12 +49,20 @@ def _modules(package: str) -> list[str]:
     return names
 
 
+# Modules of an optional extra, probed where the extra is installed: module -> its package.
+PIPELINE_EXTRAS = {"pipeline.reader.torch": "torch"}
+
+
 def pipeline_modules() -> list[str]:
-    """Every module under pipeline/ but the Beam engine's and the tf.data reader's."""
+    """Every module under pipeline/ but the Beam engine's and the tf.data reader's (and those
+    of an extra that is not installed)."""
+    missing = {
+        m for m, package in PIPELINE_EXTRAS.items() if importlib.util.find_spec(package) is None
+    }
     return [
         name
         for name in _modules("pipeline")
-        if not name.startswith(PIPELINE_BEAM) and name not in PIPELINE_TENSORFLOW
+        if not name.startswith(PIPELINE_BEAM) and name not in PIPELINE_TENSORFLOW | missing
     ]
 
 
