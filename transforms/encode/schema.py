@@ -76,6 +76,8 @@ def _primitive(t: pa.DataType) -> tuple[str, str, str | None] | None:
         return INT64, "int64", unit
     if pa.types.is_date(t):
         return INT64, "int64", "days"
+    if pa.types.is_time(t) or pa.types.is_duration(t):
+        return INT64, "int64", t.unit  # time of day / elapsed time in that unit
     if pa.types.is_decimal(t):
         return BYTES, "string", None
     if pa.types.is_null(t):
@@ -109,8 +111,8 @@ def default_scalar(default: Any, t: pa.DataType) -> pa.Scalar:
 def _unsupported(name: str, t: pa.DataType) -> SchemaError:
     return SchemaError(
         f"column {name!r}: type {t} has no tf.train.Example mapping "
-        "(supported: integers, bool, floats, string/binary, timestamp, date, decimal, "
-        "lists and fixed-size lists of those, structs of those)"
+        "(supported: integers, bool, floats, string/binary, timestamp, date, time, duration, "
+        "decimal, dictionaries of those, lists and fixed-size lists of those, structs of those)"
     )
 
 
