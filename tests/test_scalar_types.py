@@ -3,7 +3,8 @@ range, time32/time64 and duration (int64 counts of their unit), decimals of ever
 precision, half floats, dictionaries of any value type, string and binary views, and lists
 of these. Source
 Parquet and CSV -> convert on both engines -> `load_dataset` and `iter_batches` -> the source's
-values; the statistics, `verify --source` and `inspect` on the same output."""
+values; the statistics, `verify --source`, `inspect`, the report and the tfds layout on the
+same output."""
 
 from __future__ import annotations
 
@@ -264,7 +265,7 @@ def test_statistics_of_the_values(output):
     assert u64.num_stats.max == float(U64_MAX) and u64.num_stats.min == 0.0
 
 
-def test_verify_with_source_and_inspect(output, source):
+def test_verify_inspect_and_report(output, source):
     result = run_cli_captured(["verify", output, "--source", source])
     assert result.code == 0, result.out + result.err
     assert json.loads(result.out.strip().splitlines()[-1])["status"] == "passed"
@@ -274,6 +275,10 @@ def test_verify_with_source_and_inspect(output, source):
     (row,) = [r for r in report["records"] if r["id"] == [3]]
     assert row["u64"] == [-1]  # the bits of 2**64 - 1, as stored
     assert report["manifest"]["features"]["t64ns"]["dtype"] == "int64"
+    result = run_cli_captured(["report", output])
+    assert result.code == 0, result.err
+    page = (output / "report.html").read_text(encoding="utf-8")
+    assert "duration[ns]" in page and "decimal256(76, 38)" in page and "(ns)" in page
 
 
 def test_both_engines_write_the_same_records(source, tmp_path):
@@ -401,3 +406,19 @@ def test_spec_units_round_trip_through_json():
         ("int64", "int64", "ns"),
     ]
     assert [FeatureSpec.from_json(s.to_json()) for s in spec] == spec
+
+
+def test_tfds_reads_what_load_dataset_reads(source, tmp_path):
+    """The tfds layout's features.json restores these types as load_dataset does (uint64 past
+    int64 included)."""
+    import tensorflow_datasets as tfds
+    from test_layouts import _assert_same_row, _rows, _tfds_rows
+
+    out = convert(tmp_path / "tfds", source, "--layout", "tfds")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    got = _tfds_rows(tfds.builder_from_directory(str(out)), "train")
+    want = _rows(out, "train")
+    assert len(got) == len(want) == ROWS
+    for a, b in zip(got, want, strict=True):
+        _assert_same_row(a, b, manifest)
+    assert sorted(int(row["u64"][0]) for row in got if len(row["u64"]))[-1] == U64_MAX
