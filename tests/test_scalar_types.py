@@ -1,10 +1,9 @@
 """The scalar types beyond the common ones round trip (docs/types.md): uint64 over its whole
 range, time32/time64 and duration (int64 counts of their unit), decimals of every width and
-precision, half floats, dictionaries of any value type, string and binary views, and lists
-of these. Source
-Parquet and CSV -> convert on both engines -> `load_dataset` and `iter_batches` -> the source's
-values; the statistics, `verify --source`, `inspect`, the report and the tfds layout on the
-same output."""
+precision, half floats, dictionaries of any value type, string and binary views, and lists of
+these. Source Parquet and CSV -> convert on both engines -> `load_dataset` and `iter_batches` ->
+the source's values; the statistics, `verify --source`, `inspect`, the report and the tfds
+layout on the same output."""
 
 from __future__ import annotations
 
