@@ -4,10 +4,14 @@
 splits are assigned, measures a sample to plan the shards, and raises on anything known bad
 (naming the file, the column, the key) before anything is written.
 
-Very many Parquet files (more than `LAZY_FOOTERS_REMOTE` on an object store, `LAZY_FOOTERS_LOCAL`
-on local disk): only the first file's footer is read (the schema, the rows for the estimate);
-every file is one work item of its size on disk, and each reader checks its file's schema, so a
-file that does not match fails the run, not the plan (docs/many-files-and-verify.md).
+`schema: unify` (Parquet): the schema is the union of the files' schemas, types promoted, and
+`columns.<name>.type` fixes a column's type (transforms/read/unify.py); both read every footer.
+
+Otherwise, very many Parquet files (more than `LAZY_FOOTERS_REMOTE` on an object store,
+`LAZY_FOOTERS_LOCAL` on local disk): only the first file's footer is read (the schema, the rows
+for the estimate); every file is one work item of its size on disk, and each reader checks its
+file's schema, so a file that does not match fails the run, not the plan
+(docs/many-files-and-verify.md).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import zlib
 from collections.abc import Callable, Mapping
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.job.config import JobConfig
 from pipeline.output.drift import check_drift, load_expected
@@ -36,10 +41,12 @@ from transforms.files.plan import FilesPlan, file_bytes_per_row, mark_images, pl
 from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
+from transforms.read.csv_reader import CsvOptions
 from transforms.read.files import InputError, configured_types, is_local
 from transforms.read.inputs import detect_format, input_schema, match_input_files
 from transforms.read.parquet_reader import parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
+from transforms.read.unify import unify_schemas, with_types
 from transforms.read.work import (
     WorkItem,
     plan_whole_files,
@@ -90,6 +97,8 @@ class JobPlan:
     sequence_buckets: int = 0  # a grouped sequence's buckets (transforms/sequence/spill.py)
     input_bytes: int = 0  # the input files' bytes on disk
     files: FilesPlan | None = None  # the `files:` columns, read after preprocessing
+    # schema: unify: per file, the columns of the unified schema it lacks (null there)
+    missing_columns: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -221,14 +230,34 @@ def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
 
 
 def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
-    """`columns.<name>.type` is for partition keys and JSON Lines fields only."""
-    if types and fmt != "jsonl":
+    """`columns.<name>.type` is for partition keys, Parquet columns and JSON Lines fields."""
+    if types and fmt == "csv":
         name = next(iter(types))
-        hint = " (CSV: csv.column_types)" if fmt == "csv" else ""
         raise SchemaError(
-            f"columns.{name}.type: only a partition key or a JSON Lines field takes a type, "
-            f"and {name!r} is not a partition key of the input{hint}"
+            f"columns.{name}.type: a CSV column's type is set by csv.column_types, and "
+            f"{name!r} is not a partition key of the input"
         )
+
+
+def _parquet_schema(
+    paths: list[str], footers: list[pq.FileMetaData], unify: bool, types: Mapping[str, pa.DataType]
+) -> tuple[pa.Schema, dict[str, tuple[str, ...]]]:
+    """The planned schema of Parquet files (one schema, or their union with `unify`) with the
+    configured types, and per file the columns it lacks."""
+    if unify:
+        unified = unify_schemas(
+            paths, [m.schema.to_arrow_schema().remove_metadata() for m in footers]
+        )
+        schema, missing = unified.schema, dict(unified.missing)
+    else:
+        schema, missing = input_schema(paths, "parquet", CsvOptions(), footers), {}
+    unknown = sorted(set(types) - set(schema.names))
+    if unknown:
+        raise SchemaError(
+            f"columns.{unknown[0]}.type: {unknown[0]!r} is not a column of the input "
+            f"(columns: {schema.names})"
+        )
+    return with_types(schema, types), missing
 
 
 def _check_sequence_key(sequence: SequenceLayout, schema: pa.Schema, splits: int) -> None:
@@ -272,7 +301,15 @@ def plan_job(config: JobConfig) -> JobPlan:
     file_types = {k: t for k, t in types.items() if k not in keys}
     _check_types(file_types, fmt)
     file_rows = None  # the first file's rows, when its work item is the whole file
-    if fmt == "parquet" and not _reads_every_footer(paths):
+    unify = config.schema == "unify"
+    if unify and fmt != "parquet":
+        raise SchemaError(f"schema: unify applies to Parquet inputs; these are {fmt} files")
+    missing: dict[str, tuple[str, ...]] = {}
+    if fmt == "parquet" and (unify or file_types):  # every footer: each file's own schema
+        footers = parquet_footers(paths)
+        schema, missing = _parquet_schema(paths, footers, unify, file_types)
+        work = plan_work(paths, fmt, footers)
+    elif fmt == "parquet" and not _reads_every_footer(paths):
         first = parquet_footer(paths[0])  # the only footer read: the others are the readers'
         schema = first.schema.to_arrow_schema().remove_metadata()
         work = plan_whole_files(sizes)
@@ -364,4 +401,5 @@ def plan_job(config: JobConfig) -> JobPlan:
         sequence_buckets=sequence_buckets(shards.estimated_bytes) if sequence else 0,
         input_bytes=sum(sizes.values()),
         files=files,
+        missing_columns=missing,
     )

@@ -140,4 +140,4 @@ def _read_file(
             item.path, None, item.first_row, batch_rows, schema, item.schema_of
         )
         return
-    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows)
+    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows, target=schema)
