@@ -1,8 +1,8 @@
 """Datasets whose schema evolved across files (`schema: unify`, transforms/read/unify.py) and
 `columns.<name>.type` on Parquet columns: the unified schema (types widened, a column a file
-lacks null there), in the plan and the manifest; converted on both engines and read back by
-both readers equal to the source; the errors (types that cannot be unified, a cast that fails,
-unify on CSV) on one line naming the files and the column."""
+lacks null there) in the plan and the manifest; Parquet, CSV and JSON Lines converted on both
+engines and read back by both readers equal to the source; the errors (types that cannot be
+unified, a cast that fails) on one line naming the files and the column."""
 
 from __future__ import annotations
 
@@ -219,10 +219,60 @@ def test_a_cast_that_fails_names_the_file_rows_and_column(tmp_path):
     assert f"{tmp_path / 'b.parquet'}: rows 0-1: column 'n': cannot cast uint64 to int64" in line
 
 
-def test_unify_is_for_parquet(tmp_path):
-    (tmp_path / "a.csv").write_text("k\n1\n", encoding="utf-8")
-    result = convert(tmp_path / "o", tmp_path / "a.csv", "--schema", "unify")
-    assert result.code == 2 and "schema: unify applies to Parquet inputs" in result.err
+@pytest.mark.parametrize("engine", ["in-process", "beam"])
+def test_unify_csv_files_of_other_columns_and_orders(tmp_path, engine):
+    """CSV: each file's header and inferred types, unified; a file's columns in any order; a
+    csv.column_types entry for a column only some files have."""
+    root = tmp_path / "csv"
+    root.mkdir()
+    (root / "a.csv").write_text("id,x,name\n0,1,a0\n1,2,\n", encoding="utf-8")
+    (root / "b.csv").write_text("name,id,x,extra\nb2,2,2.5,7\n,3,-1,\n", encoding="utf-8")
+    (root / "c.csv").write_text("id\n4\n", encoding="utf-8")
+    config = {"csv": {"column_types": {"extra": "string"}}}
+    out = tmp_path / "out"
+    result = convert(out, root, "--schema", "unify", "--engine", engine, config=config)
+    assert result.code == 0, result.err
+    manifest = read_manifest(str(out))
+    assert manifest.input_schema["columns"] == {
+        "id": "int64",
+        "x": "double",
+        "name": "string",
+        "extra": "string",
+    }
+    assert manifest.input_schema["missing"] == {
+        str(root / "a.csv"): ["extra"],
+        str(root / "c.csv"): ["x", "name", "extra"],
+    }
+    got = collect_by(out, "id")
+    assert got["id"].tolist() == [0, 1, 2, 3, 4]
+    assert got["x"].tolist() == [1.0, 2.0, 2.5, -1.0, 0.0]
+    assert got["x__present"].tolist() == [True, True, True, True, False]
+    assert got["name"].tolist() == [b"a0", b"", b"b2", b"", b""]
+    assert got["name__present"].tolist() == [True, False, True, False, False]
+    assert got["extra"].tolist() == [b"", b"", b"7", b"", b""]
+    assert got["extra__present"].tolist() == [False, False, True, False, False]
+    assert assert_readers_agree(out) == 5
+
+
+def test_unify_json_lines(tmp_path):
+    root = tmp_path / "jsonl"
+    root.mkdir()
+    (root / "a.jsonl").write_text('{"id": 0, "x": 1}\n{"id": 1, "x": 2}\n', encoding="utf-8")
+    (root / "b.jsonl").write_text('{"id": 2, "x": 2.5, "tag": "t"}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    result = convert(out, root, "--schema", "unify")
+    assert result.code == 0, result.err
+    manifest = read_manifest(str(out))
+    assert manifest.input_schema["columns"] == {"id": "int64", "x": "double", "tag": "string"}
+    assert manifest.input_schema["missing"] == {str(root / "a.jsonl"): ["tag"]}
+    got = collect_by(out, "id")
+    assert got["x"].tolist() == [1.0, 2.0, 2.5]
+    assert got["tag"].tolist() == [b"", b"", b"t"]
+    assert got["tag__present"].tolist() == [False, False, True]
+    strict = convert(tmp_path / "strict", root)  # strict: the first file's types
+    assert (
+        strict.code == 1 and "b.jsonl: row 0: column 'x': line 1: cannot convert 2.5" in strict.err
+    )
 
 
 def test_unify_schemas_and_conform_directly():

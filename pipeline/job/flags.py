@@ -74,8 +74,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "schema",
         (str,),
-        "strict (default): every input file has the same schema; unify (Parquet): the union "
-        "of the files' schemas, types widened, a column a file lacks null there",
+        "strict (default): every input file has the same schema; unify: the union of the "
+        "files' schemas, types widened, a column a file lacks null there",
         choices=SCHEMA_MODES,
     ),
     Option("num_shards", (int,), "files per split; default 0: as many as --shard-mb gives"),

@@ -4,8 +4,9 @@
 splits are assigned, measures a sample to plan the shards, and raises on anything known bad
 (naming the file, the column, the key) before anything is written.
 
-`schema: unify` (Parquet): the schema is the union of the files' schemas, types promoted, and
-`columns.<name>.type` fixes a column's type (transforms/read/unify.py); both read every footer.
+`schema: unify`: the schema is the union of the files' schemas, types promoted, and
+`columns.<name>.type` fixes a Parquet column's type (transforms/read/unify.py); both read every
+footer.
 
 Otherwise, very many Parquet files (more than `LAZY_FOOTERS_REMOTE` on an object store,
 `LAZY_FOOTERS_LOCAL` on local disk): only the first file's footer is read (the schema, the rows
@@ -41,12 +42,16 @@ from transforms.files.plan import FilesPlan, file_bytes_per_row, mark_images, pl
 from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
-from transforms.read.csv_reader import CsvOptions
 from transforms.read.files import InputError, configured_types, is_local
-from transforms.read.inputs import detect_format, input_schema, match_input_files
+from transforms.read.inputs import (
+    detect_format,
+    input_schema,
+    match_input_files,
+    unified_input_schema,
+)
 from transforms.read.parquet_reader import parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
-from transforms.read.unify import unify_schemas, with_types
+from transforms.read.unify import with_types
 from transforms.read.work import (
     WorkItem,
     plan_whole_files,
@@ -239,18 +244,22 @@ def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
         )
 
 
-def _parquet_schema(
-    paths: list[str], footers: list[pq.FileMetaData], unify: bool, types: Mapping[str, pa.DataType]
+def _typed_schema(
+    paths: list[str],
+    fmt: str,
+    config: JobConfig,
+    footers: list[pq.FileMetaData] | None,
+    types: Mapping[str, pa.DataType],
 ) -> tuple[pa.Schema, dict[str, tuple[str, ...]]]:
-    """The planned schema of Parquet files (one schema, or their union with `unify`) with the
-    configured types, and per file the columns it lacks."""
-    if unify:
-        unified = unify_schemas(
-            paths, [m.schema.to_arrow_schema().remove_metadata() for m in footers]
-        )
+    """The planned schema (one schema, or the files' union with `schema: unify`) with the
+    configured types of Parquet columns, and per file the columns it lacks."""
+    if config.schema == "unify":
+        unified = unified_input_schema(paths, fmt, config.csv, footers, types)
         schema, missing = unified.schema, dict(unified.missing)
     else:
-        schema, missing = input_schema(paths, "parquet", CsvOptions(), footers), {}
+        schema, missing = input_schema(paths, fmt, config.csv, footers, types), {}
+    if fmt != "parquet":  # JSON Lines took its types; CSV has csv.column_types
+        return schema, missing
     unknown = sorted(set(types) - set(schema.names))
     if unknown:
         raise SchemaError(
@@ -258,6 +267,21 @@ def _parquet_schema(
             f"(columns: {schema.names})"
         )
     return with_types(schema, types), missing
+
+
+def _with_columns(
+    work: list[WorkItem], schema: pa.Schema, missing: Mapping[str, tuple[str, ...]]
+) -> list[WorkItem]:
+    """The work items of the files that lack columns (`schema: unify`), each with the planned
+    columns its file has (a CSV reader reads those, then adds the others as nulls)."""
+    if not missing:
+        return work
+    return [
+        dataclasses.replace(w, columns=tuple(n for n in schema.names if n not in missing[w.path]))
+        if w.path in missing
+        else w
+        for w in work
+    ]
 
 
 def _check_sequence_key(sequence: SequenceLayout, schema: pa.Schema, splits: int) -> None:
@@ -301,23 +325,17 @@ def plan_job(config: JobConfig) -> JobPlan:
     file_types = {k: t for k, t in types.items() if k not in keys}
     _check_types(file_types, fmt)
     file_rows = None  # the first file's rows, when its work item is the whole file
+    missing: dict[str, tuple[str, ...]] = {}  # schema: unify: the columns each file lacks
     unify = config.schema == "unify"
-    if unify and fmt != "parquet":
-        raise SchemaError(f"schema: unify applies to Parquet inputs; these are {fmt} files")
-    missing: dict[str, tuple[str, ...]] = {}
-    if fmt == "parquet" and (unify or file_types):  # every footer: each file's own schema
-        footers = parquet_footers(paths)
-        schema, missing = _parquet_schema(paths, footers, unify, file_types)
-        work = plan_work(paths, fmt, footers)
-    elif fmt == "parquet" and not _reads_every_footer(paths):
+    if fmt == "parquet" and not (unify or file_types) and not _reads_every_footer(paths):
         first = parquet_footer(paths[0])  # the only footer read: the others are the readers'
         schema = first.schema.to_arrow_schema().remove_metadata()
         work = plan_whole_files(sizes)
         file_rows = first.num_rows
     else:
         footers = parquet_footers(paths) if fmt == "parquet" else None  # each footer, once
-        schema = input_schema(paths, fmt, config.csv, footers, file_types)
-        work = plan_work(paths, fmt, footers)
+        schema, missing = _typed_schema(paths, fmt, config, footers, file_types)
+        work = _with_columns(plan_work(paths, fmt, footers), schema, missing)
     if partitions is not None:  # typed columns after the files' own
         schema = add_partition_fields(schema, partitions, paths[0])
         work = with_partitions(work, partitions)
