@@ -13,8 +13,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from transforms.names import FORMATS, LAYOUTS, SINKS
-from transforms.read.unify import SCHEMA_MODES
+from transforms.names import FORMATS, LAYOUTS, SCHEMA_MODES, SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]

@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from transforms.encode.schema import SchemaError
+from transforms.names import SCHEMA_MODES
 
 __all__ = ["SCHEMA_MODES", "UnifiedSchema", "conform", "unify_schemas", "with_types"]
-
-SCHEMA_MODES = ("strict", "unify")
 
 
 @dataclasses.dataclass(frozen=True)
