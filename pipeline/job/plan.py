@@ -35,6 +35,7 @@ from transforms.encode.schema import (
     ColumnOptions,
     FeatureSpec,
     SchemaError,
+    leaf_paths,
     nested_list_columns,
     plan_features,
 )
@@ -198,19 +199,9 @@ def _source_specs(
 
 
 def _leaf_names(schema: pa.Schema) -> set[str]:
-    """Feature names of the schema's leaves (struct fields are `parent.child`)."""
-    names: set[str] = set()
-
-    def visit(prefix: str, t: pa.DataType) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit(f"{prefix}.{t.field(i).name}", t.field(i).type)
-        else:
-            names.add(prefix)
-
-    for field in schema:
-        visit(field.name, field.type)
-    return names
+    """Feature names of the schema's leaves (struct fields `parent.child`, map keys and values
+    `name.key`, `name.value`: transforms/encode/schema.py `leaf_paths`)."""
+    return {".".join(path) for path, _ in leaf_paths(schema)[0]}
 
 
 def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:

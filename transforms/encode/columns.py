@@ -27,9 +27,34 @@ __all__ = ["decimal_text", "infer_shape", "int64_values", "leaf_array", "to_kern
 _MS_PER_DAY = 86_400_000
 
 
+def _relisted(arr: pa.Array, child: pa.Array) -> pa.Array:
+    """`child` (an array over the elements of the list or map array `arr`, unsliced) as a list
+    array with `arr`'s rows: its offsets and its nulls."""
+    offsets = arr.offsets.to_numpy(zero_copy_only=False)  # a copy: from_arrays takes no slice
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_large_list(arr.type):
+        return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), child, mask=mask)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), child, mask=mask)
+
+
+def _field(arr: pa.Array, name: str) -> pa.Array:
+    """One step down a leaf's path (schema.py `leaf_paths`): a struct's field (the struct's
+    nulls carried down), a map's keys or values as a list per row, or that of each element of
+    a list of structs or maps, as a list per row."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        return pc.struct_field(arr, name)
+    if pa.types.is_map(t):
+        return _relisted(arr, arr.keys if name == "key" else arr.items)
+    if pa.types.is_fixed_size_list(t):  # as a variable list: its lengths are still checked
+        arr = pc.cast(arr, pa.list_(t.value_field))
+    return _relisted(arr, _field(arr.values, name))
+
+
 def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
-    """The column at `path`; a struct's nulls carry down to its leaves; a dictionary decoded,
-    a string or binary view as a large string or binary."""
+    """The column at `path` (struct fields, map keys or values, the fields of a list of
+    structs: schema.py `leaf_paths`); a struct's nulls carry down to its leaves; a dictionary
+    decoded, a string or binary view as a large string or binary."""
     column = table.column(path[0])
     if isinstance(column, pa.ChunkedArray):
         # One chunk (a slice of a table) needs no concatenation, which would copy it.
@@ -37,7 +62,7 @@ def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Ar
     else:
         arr = column
     for name in path[1:]:
-        arr = pc.struct_field(arr, name)
+        arr = _field(arr, name)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if pa.types.is_string_view(arr.type) or pa.types.is_binary_view(arr.type):
