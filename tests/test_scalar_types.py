@@ -322,6 +322,21 @@ def test_csv_uint64_and_times(tmp_path):
         assert assert_readers_agree(out) == 4
 
 
+def test_json_lines_uint64(tmp_path):
+    """JSON Lines carries uint64 over its whole range once the field's type is set."""
+    lines = [f'{{"id": 0, "u": {U64_MAX}}}', '{"id": 1, "u": 0}', '{"id": 2, "u": null}']
+    lines.append(f'{{"id": 3, "u": {2**63}}}')
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = tmp_path / "job.yaml"
+    config.write_text("columns:\n  u: {type: uint64}\n", encoding="utf-8")
+    out = convert(tmp_path / "out", path, "--config", str(config))
+    got = collect(load_dataset(str(out), batch_size=BATCH))
+    assert got["u"].tolist() == [U64_MAX, 0, 0, 2**63]
+    assert got["u__present"].tolist() == [True, True, False, True]
+    assert assert_readers_agree(out) == 4
+
+
 # ----------------------------------------------------------------------------- in memory
 
 

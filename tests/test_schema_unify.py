@@ -252,6 +252,8 @@ def test_unify_csv_files_of_other_columns_and_orders(tmp_path, engine):
     assert got["extra"].tolist() == [b"", b"", b"7", b"", b""]
     assert got["extra__present"].tolist() == [False, False, True, False, False]
     assert assert_readers_agree(out) == 5
+    verified = run_cli_captured(["verify", out, "--source", root])
+    assert verified.code == 0, verified.out + verified.err
 
 
 def test_unify_json_lines(tmp_path):
