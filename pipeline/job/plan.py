@@ -22,7 +22,6 @@ import zlib
 from collections.abc import Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.job.config import JobConfig
 from pipeline.output.drift import check_drift, load_expected
@@ -44,20 +43,15 @@ from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
 from transforms.read.files import InputError, configured_types, is_local
-from transforms.read.inputs import (
-    detect_format,
-    input_schema,
-    match_input_files,
-    unified_input_schema,
-)
+from transforms.read.inputs import detect_format, match_input_files, planned_schema
 from transforms.read.parquet_reader import parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
-from transforms.read.unify import with_types
 from transforms.read.work import (
     WorkItem,
     plan_whole_files,
     plan_work,
     read_work_item,
+    with_columns,
     with_partitions,
 )
 from transforms.sequence.layout import SequenceLayout, plan_sequence
@@ -235,46 +229,6 @@ def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
         )
 
 
-def _typed_schema(
-    paths: list[str],
-    fmt: str,
-    config: JobConfig,
-    footers: list[pq.FileMetaData] | None,
-    types: Mapping[str, pa.DataType],
-) -> tuple[pa.Schema, dict[str, tuple[str, ...]]]:
-    """The planned schema (one schema, or the files' union with `schema: unify`) with the
-    configured types of Parquet columns, and per file the columns it lacks."""
-    if config.schema == "unify":
-        unified = unified_input_schema(paths, fmt, config.csv, footers, types)
-        schema, missing = unified.schema, dict(unified.missing)
-    else:
-        schema, missing = input_schema(paths, fmt, config.csv, footers, types), {}
-    if fmt != "parquet":  # JSON Lines took its types; CSV has csv.column_types
-        return schema, missing
-    unknown = sorted(set(types) - set(schema.names))
-    if unknown:
-        raise SchemaError(
-            f"columns.{unknown[0]}.type: {unknown[0]!r} is not a column of the input "
-            f"(columns: {schema.names})"
-        )
-    return with_types(schema, types), missing
-
-
-def _with_columns(
-    work: list[WorkItem], schema: pa.Schema, missing: Mapping[str, tuple[str, ...]]
-) -> list[WorkItem]:
-    """The work items of the files that lack columns (`schema: unify`), each with the planned
-    columns its file has (a CSV reader reads those, then adds the others as nulls)."""
-    if not missing:
-        return work
-    return [
-        dataclasses.replace(w, columns=tuple(n for n in schema.names if n not in missing[w.path]))
-        if w.path in missing
-        else w
-        for w in work
-    ]
-
-
 def _check_sequence_key(sequence: SequenceLayout, schema: pa.Schema, splits: int) -> None:
     """With splits, a grouped sequence's rows get the split of their key before preprocessing:
     the key columns must be columns of the input."""
@@ -325,8 +279,9 @@ def plan_job(config: JobConfig) -> JobPlan:
         file_rows = first.num_rows
     else:
         footers = parquet_footers(paths) if fmt == "parquet" else None  # each footer, once
-        schema, missing = _typed_schema(paths, fmt, config, footers, file_types)
-        work = _with_columns(plan_work(paths, fmt, footers), schema, missing)
+        planned = planned_schema(paths, fmt, config.csv, footers, file_types, unify)
+        schema, missing = planned.schema, dict(planned.missing)
+        work = with_columns(plan_work(paths, fmt, footers), schema, missing)
     if partitions is not None:  # typed columns after the files' own
         schema = add_partition_fields(schema, partitions, paths[0])
         work = with_partitions(work, partitions)

@@ -29,7 +29,7 @@ from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
 from transforms.read.parquet_reader import parquet_footers, schema_difference
-from transforms.read.unify import UnifiedSchema, unify_schemas
+from transforms.read.unify import UnifiedSchema, unify_schemas, with_types
 
 __all__ = [
     "FORMATS",
@@ -37,6 +37,7 @@ __all__ = [
     "input_schema",
     "match_input_files",
     "match_inputs",
+    "planned_schema",
     "unified_input_schema",
 ]
 
@@ -161,3 +162,30 @@ def unified_input_schema(
     else:
         schemas = [json_schema(path, types or {}) for path in paths]
     return unify_schemas(paths, schemas)
+
+
+def planned_schema(
+    paths: Sequence[str],
+    fmt: str,
+    csv: CsvOptions,
+    footers: Sequence[pq.FileMetaData] | None,
+    types: Mapping[str, pa.DataType],
+    unify: bool,
+) -> UnifiedSchema:
+    """The schema the job reads the files in: the one they agree on (`input_schema`), or with
+    `unify` their union (`unified_input_schema`), with the configured types of Parquet columns
+    (`types`: `columns.<name>.type`, JSON Lines fields took theirs already); and per file the
+    columns it lacks. SchemaError for a configured type of a column the input does not have."""
+    if unify:
+        planned = unified_input_schema(paths, fmt, csv, footers, types)
+    else:
+        planned = UnifiedSchema(input_schema(paths, fmt, csv, footers, types), {})
+    if fmt != "parquet":  # JSON Lines took its types; CSV has csv.column_types
+        return planned
+    unknown = sorted(set(types) - set(planned.schema.names))
+    if unknown:
+        raise SchemaError(
+            f"columns.{unknown[0]}.type: {unknown[0]!r} is not a column of the input "
+            f"(columns: {planned.schema.names})"
+        )
+    return UnifiedSchema(with_types(planned.schema, types), planned.missing)

@@ -34,6 +34,7 @@ __all__ = [
     "plan_whole_files",
     "plan_work",
     "read_work_item",
+    "with_columns",
     "with_partitions",
 ]
 
@@ -98,6 +99,19 @@ def with_partitions(items: Sequence[WorkItem], partitions: Partitions | None) ->
     if partitions is None:
         return list(items)
     return [dataclasses.replace(w, partition=partitions.values[w.path]) for w in items]
+
+
+def with_columns(
+    items: Sequence[WorkItem], schema: pa.Schema, missing: Mapping[str, tuple[str, ...]]
+) -> list[WorkItem]:
+    """The work items, those of the files that lack columns (`schema: unify`) each with the
+    planned columns its file has (a CSV reader reads those, then adds the others as nulls)."""
+    return [
+        dataclasses.replace(w, columns=tuple(n for n in schema.names if n not in missing[w.path]))
+        if w.path in missing
+        else w
+        for w in items
+    ]
 
 
 def read_work_item(
