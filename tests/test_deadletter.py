@@ -21,7 +21,14 @@ from transforms.encode.records import encode_table
 from transforms.encode.schema import ColumnOptions, plan_features
 
 EXIT_OK, EXIT_FAILED = 0, 1
-BIG = 2**63  # a uint64 that does not fit in int64
+SHORT = "short"  # a row whose list is shorter than the column's shape [1, 2]
+
+
+def pairs(values: list) -> pa.Array:
+    """A list<list<int64>> column of shape [1, 2]: a value v is [[v, v]], SHORT is [[0]] (a bad
+    row: a list of the wrong length), None a null."""
+    rows = [None if v is None else [[0]] if v == SHORT else [[v, v]] for v in values]
+    return pa.array(rows, pa.list_(pa.list_(pa.int64())))
 
 
 def error_records(out: Path) -> list[dict]:
@@ -52,16 +59,18 @@ def _encoder(specs):
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(
-        st.one_of(st.integers(0, 2**63 - 1), st.just(BIG), st.none()), min_size=1, max_size=80
+        st.one_of(st.integers(-(2**63), 2**63 - 1), st.just(SHORT), st.none()),
+        min_size=1,
+        max_size=80,
     ),
     first_row=st.integers(0, 10_000),
 )
 def test_isolate_bad_rows_finds_exactly_the_bad_ones(values, first_row):
-    table = pa.table({"n": pa.array(values, pa.uint64()), "i": pa.array(range(len(values)))})
-    specs = plan_features(table.schema, {"n": ColumnOptions(null_policy="fail")})
+    table = pa.table({"n": pairs(values), "i": pa.array(range(len(values)))})
+    specs = plan_features(table.schema, {"n": ColumnOptions(null_policy="fail", shape=[1, 2])})
     batch = TableBatch(table, "t.parquet", first_row)
     result, bad = isolate_bad_rows(batch, _encoder(specs), "encode")
-    expected_bad = [i for i, v in enumerate(values) if v is None or v == BIG]
+    expected_bad = [i for i, v in enumerate(values) if v is None or v == SHORT]
     assert [r["row"] for r in bad] == [first_row + i for i in expected_bad]
     assert all(r["column"] == "n" and r["source"] == "t.parquet" for r in bad)
     assert [r["values"]["i"] for r in bad] == expected_bad
@@ -118,12 +127,11 @@ def test_threshold_config_is_checked(tmp_path):
 
 
 def test_parquet_bad_rows_allowed_by_max_bad_rows(tmp_path):
-    values = list(range(1000))
-    values[10], values[777] = BIG, BIG + 5
+    values = [[[i, i]] for i in range(1000)]
+    values[10], values[777] = [[10]], [[777, 1, 2]]  # the shape is [1, 2] (from the first row)
     path = tmp_path / "t.parquet"
-    pq.write_table(
-        pa.table({"id": range(1000), "n": pa.array(values, pa.uint64())}), path, row_group_size=300
-    )
+    n = pa.array(values, pa.list_(pa.list_(pa.int64())))
+    pq.write_table(pa.table({"id": range(1000), "n": n}), path, row_group_size=300)
     code, out = convert(tmp_path, path, "--max-bad-rows", "2", "--batch-rows", "128")
     assert code == EXIT_OK
     errors = error_records(out)
@@ -131,8 +139,8 @@ def test_parquet_bad_rows_allowed_by_max_bad_rows(tmp_path):
         (10, "n", "encode"),
         (777, "n", "encode"),
     ]
-    assert errors[1]["values"] == {"id": 777, "n": BIG + 5}
-    assert str(BIG + 5) in errors[1]["reason"] and str(path) in errors[1]["reason"]
+    assert errors[1]["values"] == {"id": 777, "n": [[777, 1, 2]]}
+    assert "length 3" in errors[1]["reason"] and str(path) in errors[1]["reason"]
     ids = sorted(r["id"][0] for r in read_output(out))
     assert ids == [i for i in range(1000) if i not in (10, 777)]
     manifest = read_manifest(out)
@@ -142,10 +150,10 @@ def test_parquet_bad_rows_allowed_by_max_bad_rows(tmp_path):
 
 
 def test_over_the_threshold_writes_errors_and_no_manifest(tmp_path, capsys):
-    values = list(range(100))
-    values[5] = values[50] = BIG
+    values: list = list(range(100))
+    values[5] = values[50] = SHORT
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"n": pa.array(values, pa.uint64())}), path)
+    pq.write_table(pa.table({"n": pairs(values)}), path)
     code, out = convert(tmp_path, path, "--max-bad-fraction", "0.01")
     assert code == EXIT_FAILED
     assert not (out / "manifest.json").exists()
@@ -244,7 +252,7 @@ def test_random_bad_rows_come_out_exactly_in_errors(tmp_path_factory, data):
                 "fields": f"{i},{i},t{i},extra",
                 "value": f"{i},x{i},t{i}",
                 "null": f"{i},{i},",
-                "big": f"{i},{2**64 - 1},t{i}",
+                "big": f"{i},{2**64},t{i}",  # past uint64
             }[kind]
         )
     path = tmp_path / "mixed.csv"

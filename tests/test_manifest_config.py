@@ -146,6 +146,7 @@ def test_every_scalar_config_key_is_declared_once_with_its_flag():
     left_out = (set(scalars) - recorded) | set(OMITTED_AT_DEFAULT)
     assert not left_out & set(config_to_json(config))
     set_all = {"input": ["x.csv"], "output": "o", "layout": "tfx", "stats": False, "index": True}
+    set_all["schema"] = "unify"
     assert recorded <= set(config_to_json(load_config(None, set_all)))
 
 

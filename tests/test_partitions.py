@@ -211,15 +211,19 @@ def test_partitioned_csv_with_a_bad_row(tmp_path):
     assert [(b["row"], b["values"]) for b in bad] == [(1, {"text": "2"})]
 
 
-def test_a_type_on_a_column_that_is_no_key_is_an_error(tmp_path):
+def test_a_type_on_a_column_that_is_no_key(tmp_path):
+    """A Parquet column's type: the planned schema has it (tests/test_schema_unify.py runs it);
+    a CSV column's type is csv.column_types' to set."""
     pq.write_table(pa.table({"x": [1]}), tmp_path / "a.parquet")
-    config = load_config(
-        None,
-        {"input": [str(tmp_path / "a.parquet")], "output": str(tmp_path / "out")},
-    )
-    config = dataclasses.replace(config, columns={"x": ColumnOptions(type="int32")})
-    with pytest.raises(SchemaError, match=r"columns.x.type: only a partition key or a JSON"):
-        plan_job(config)
+    (tmp_path / "a.csv").write_text("x\n1\n", encoding="utf-8")
+    for name in ("a.parquet", "a.csv"):
+        config = load_config(None, {"input": [str(tmp_path / name)], "output": str(tmp_path / "o")})
+        config = dataclasses.replace(config, columns={"x": ColumnOptions(type="int32")})
+        if name == "a.csv":
+            with pytest.raises(SchemaError, match=r"columns.x.type: a CSV column's type is set"):
+                plan_job(config)
+        else:
+            assert plan_job(config).schema.field("x").type == pa.int32()
 
 
 # ----------------------------------------------------------------------------- whole runs

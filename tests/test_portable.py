@@ -71,10 +71,11 @@ def test_portable_runner_writes_the_same_records(tmp_path, source, extra):
 
 
 def test_portable_runner_failure_exits_1_without_manifest(tmp_path):
-    values = list(range(1000))
-    values[900] = 2**63  # not an int64: fails on a worker, at run time
+    values: list = [[i] for i in range(1000)]
+    values[900] = [None]  # a null in a list: fails on a worker, at run time
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({"n": pa.array(values, pa.uint64())}), path, row_group_size=250)
+    n = pa.array(values, pa.list_(pa.int64()))
+    pq.write_table(pa.table({"n": n}), path, row_group_size=250)
     result = run_cli_captured(["convert", "--input", path, "--output", tmp_path / "o", *PORTABLE])
     assert result.code == 1
     assert "row 900" in result.err and "column 'n'" in result.err

@@ -117,6 +117,7 @@ def summarize_plan(plan: JobPlan) -> dict[str, Any]:
         },
         "work": {"work_items": len(plan.work), "read_tasks": len(plan.shards.tasks)},
         **files,
+        **_schema(plan),
     }
 
 
@@ -126,6 +127,15 @@ def _stored(options: FileColumn) -> str:
     if image is None or not image.reencodes:
         return "the file's bytes"
     return f"re-encoded {image.format or 'as the file (png for other formats)'}"
+
+
+def _schema(plan: JobPlan) -> dict[str, Any]:
+    """With `schema: unify`: the unified schema and the columns each file lacks."""
+    if plan.config.schema != "unify":
+        return {}
+    columns = {f.name: str(f.type) for f in plan.schema}
+    missing = {path: list(names) for path, names in plan.missing_columns.items()}
+    return {"schema": {"mode": "unify", "columns": columns, "missing": missing}}
 
 
 def _size(n: float) -> str:
@@ -163,6 +173,12 @@ def format_plan(summary: dict[str, Any]) -> str:
             f"files:  {column['column']} -> {column['output']}: {column['kind']}, "
             f"{column['stored']}, at most {_size(column['max_file_bytes'])} a file"
         )
+    if "schema" in summary:  # schema: unify
+        schema = summary["schema"]
+        columns = ", ".join(f"{name} {t}" for name, t in schema["columns"].items())
+        lines.append(f"schema: unified from {read['files']:,} file(s): {columns}")
+        for path, names in schema["missing"].items():
+            lines.append(f"        {path} lacks {', '.join(names)} (null there)")
     if "engine" in summary:  # which engine convert would run it on (pipeline/engines/choose.py)
         engine = summary["engine"]
         lines.append(f"engine: {engine['name']} ({engine['why']})")

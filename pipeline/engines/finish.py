@@ -8,6 +8,7 @@ import functools
 import importlib.metadata
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pipeline import __version__
 from pipeline.job.config import config_to_json
@@ -105,6 +106,7 @@ def finish_job(
         sequence=sequence_section(plan.sequence, stats),
         statistics=statistics,
         indexes=indexes,
+        input_schema=_input_schema(plan),
     )
     if run_id is not None:
         check_lease(config.output, run_id)  # right before the commit
@@ -120,3 +122,15 @@ def finish_job(
         except Exception as err:  # committed already: the launcher tries again, else the user
             logging.warning("%s: the output's lease was not removed: %s", config.output, err)
     return path
+
+
+def _input_schema(plan: JobPlan) -> dict[str, Any] | None:
+    """The manifest's `input_schema` of a `schema: unify` run: the unified schema (the input's
+    columns and their Arrow types) and the columns each file lacked; None otherwise."""
+    if plan.config.schema != "unify":
+        return None
+    return {
+        "mode": "unify",
+        "columns": {f.name: str(f.type) for f in plan.schema},
+        "missing": {path: list(names) for path, names in plan.missing_columns.items()},
+    }

@@ -41,6 +41,7 @@ class JobConfig:
     inputs: tuple[str, ...]
     output: str
     format: str | None = None
+    schema: str = "strict"  # strict | unify: the files' schemas (transforms/read/unify.py)
     num_shards: int = 0  # files per split; 0: as many as shard_mb gives
     shard_mb: float = DEFAULT_SHARD_MB  # the target shard size in MiB (2**20 bytes)
     compression: str = "gzip"
@@ -91,7 +92,7 @@ _CSV_KEYS = {f.name for f in dataclasses.fields(CsvOptions)}
 _COLUMN_KEYS = {f.name for f in dataclasses.fields(ColumnOptions)}
 # Options added after outputs were recorded: left out of the manifest's config section at their
 # default, so an output that does not use them is the same as before they existed.
-OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT, "stats": True, "index": False}
+OMITTED_AT_DEFAULT = {"layout": DEFAULT_LAYOUT, "stats": True, "index": False, "schema": "strict"}
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
@@ -353,7 +354,7 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
     for name, opts in config.columns.items():
         entry = dataclasses.asdict(opts)
         entry["shape"] = None if opts.shape is None else list(opts.shape)
-        if opts.type is None:  # set only for partition keys and JSON Lines fields
+        if opts.type is None:  # set only where the config fixes a column's type
             del entry["type"]
         columns[name] = entry
     scalars = {key: getattr(config, key) for key in _SCALARS if _OPTIONS[key].recorded}

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from transforms.names import FORMATS, LAYOUTS, SINKS
+from transforms.names import FORMATS, LAYOUTS, SCHEMA_MODES, SINKS
 from transforms.write.compression import COMPRESSIONS, GZIP_BACKENDS
 
 __all__ = ["FORMATS", "OPTIONS", "Option", "add_flags", "scalar_options", "true_or_false"]
@@ -70,6 +70,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("input", (str, list), "paths or globs (local, gs://, any Beam filesystem)", "paths"),
     Option("output", (str,), "output directory"),
     Option("format", (str,), "default: from the file names", choices=FORMATS),
+    Option(
+        "schema",
+        (str,),
+        "strict (default): every input file has the same schema; unify: the union of the "
+        "files' schemas, types widened, a column a file lacks null there",
+        choices=SCHEMA_MODES,
+    ),
     Option("num_shards", (int,), "files per split; default 0: as many as --shard-mb gives"),
     Option("shard_mb", (float, int), "target shard size in MiB, default 128"),
     Option(

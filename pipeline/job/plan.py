@@ -4,10 +4,15 @@
 splits are assigned, measures a sample to plan the shards, and raises on anything known bad
 (naming the file, the column, the key) before anything is written.
 
-Very many Parquet files (more than `LAZY_FOOTERS_REMOTE` on an object store, `LAZY_FOOTERS_LOCAL`
-on local disk): only the first file's footer is read (the schema, the rows for the estimate);
-every file is one work item of its size on disk, and each reader checks its file's schema, so a
-file that does not match fails the run, not the plan (docs/many-files-and-verify.md).
+`schema: unify`: the schema is the union of the files' schemas, types promoted, and
+`columns.<name>.type` fixes a Parquet column's type (transforms/read/unify.py); both read every
+footer.
+
+Otherwise, very many Parquet files (more than `LAZY_FOOTERS_REMOTE` on an object store,
+`LAZY_FOOTERS_LOCAL` on local disk): only the first file's footer is read (the schema, the rows
+for the estimate); every file is one work item of its size on disk, and each reader checks its
+file's schema, so a file that does not match fails the run, not the plan
+(docs/many-files-and-verify.md).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from transforms.encode.schema import (
     ColumnOptions,
     FeatureSpec,
     SchemaError,
+    leaf_paths,
     nested_list_columns,
     plan_features,
 )
@@ -37,7 +43,7 @@ from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
 from transforms.read.files import InputError, configured_types, is_local
-from transforms.read.inputs import detect_format, input_schema, match_input_files
+from transforms.read.inputs import detect_format, match_input_files, planned_schema
 from transforms.read.parquet_reader import parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
 from transforms.read.work import (
@@ -45,6 +51,7 @@ from transforms.read.work import (
     plan_whole_files,
     plan_work,
     read_work_item,
+    with_columns,
     with_partitions,
 )
 from transforms.sequence.layout import SequenceLayout, plan_sequence
@@ -90,6 +97,8 @@ class JobPlan:
     sequence_buckets: int = 0  # a grouped sequence's buckets (transforms/sequence/spill.py)
     input_bytes: int = 0  # the input files' bytes on disk
     files: FilesPlan | None = None  # the `files:` columns, read after preprocessing
+    # schema: unify: per file, the columns of the unified schema it lacks (null there)
+    missing_columns: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def conversion(self, framed: bool | None = None) -> Conversion:
         """What turns a source batch into records (transforms/convert.py); `framed`: TFRecord
@@ -184,19 +193,9 @@ def _source_specs(
 
 
 def _leaf_names(schema: pa.Schema) -> set[str]:
-    """Feature names of the schema's leaves (struct fields are `parent.child`)."""
-    names: set[str] = set()
-
-    def visit(prefix: str, t: pa.DataType) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit(f"{prefix}.{t.field(i).name}", t.field(i).type)
-        else:
-            names.add(prefix)
-
-    for field in schema:
-        visit(field.name, field.type)
-    return names
+    """Feature names of the schema's leaves (struct fields `parent.child`, map keys and values
+    `name.key`, `name.value`: transforms/encode/schema.py `leaf_paths`)."""
+    return {".".join(path) for path, _ in leaf_paths(schema)[0]}
 
 
 def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
@@ -221,13 +220,12 @@ def _check_split_key(config: JobConfig, schema: pa.Schema) -> None:
 
 
 def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
-    """`columns.<name>.type` is for partition keys and JSON Lines fields only."""
-    if types and fmt != "jsonl":
+    """`columns.<name>.type` is for partition keys, Parquet columns and JSON Lines fields."""
+    if types and fmt == "csv":
         name = next(iter(types))
-        hint = " (CSV: csv.column_types)" if fmt == "csv" else ""
         raise SchemaError(
-            f"columns.{name}.type: only a partition key or a JSON Lines field takes a type, "
-            f"and {name!r} is not a partition key of the input{hint}"
+            f"columns.{name}.type: a CSV column's type is set by csv.column_types, and "
+            f"{name!r} is not a partition key of the input"
         )
 
 
@@ -272,15 +270,18 @@ def plan_job(config: JobConfig) -> JobPlan:
     file_types = {k: t for k, t in types.items() if k not in keys}
     _check_types(file_types, fmt)
     file_rows = None  # the first file's rows, when its work item is the whole file
-    if fmt == "parquet" and not _reads_every_footer(paths):
+    missing: dict[str, tuple[str, ...]] = {}  # schema: unify: the columns each file lacks
+    unify = config.schema == "unify"
+    if fmt == "parquet" and not (unify or file_types) and not _reads_every_footer(paths):
         first = parquet_footer(paths[0])  # the only footer read: the others are the readers'
         schema = first.schema.to_arrow_schema().remove_metadata()
         work = plan_whole_files(sizes)
         file_rows = first.num_rows
     else:
         footers = parquet_footers(paths) if fmt == "parquet" else None  # each footer, once
-        schema = input_schema(paths, fmt, config.csv, footers, file_types)
-        work = plan_work(paths, fmt, footers)
+        planned = planned_schema(paths, fmt, config.csv, footers, file_types, unify)
+        schema, missing = planned.schema, dict(planned.missing)
+        work = with_columns(plan_work(paths, fmt, footers), schema, missing)
     if partitions is not None:  # typed columns after the files' own
         schema = add_partition_fields(schema, partitions, paths[0])
         work = with_partitions(work, partitions)
@@ -364,4 +365,5 @@ def plan_job(config: JobConfig) -> JobPlan:
         sequence_buckets=sequence_buckets(shards.estimated_bytes) if sequence else 0,
         input_bytes=sum(sizes.values()),
         files=files,
+        missing_columns=missing,
     )

@@ -179,6 +179,8 @@ class Manifest:
     # split -> its TF Metadata statistics file; the TF Metadata schema file (both relative)
     statistics: Mapping[str, str] | None = None
     schema: str | None = None
+    # schema: unify: {"mode": "unify", "columns": {name: Arrow type}, "missing": {file: [names]}}
+    input_schema: Mapping[str, Any] | None = None
 
     @property
     def tf_compression_type(self) -> str:
@@ -235,6 +237,8 @@ class Manifest:
             out["statistics"] = dict(self.statistics)
         if self.schema is not None:
             out["schema"] = self.schema
+        if self.input_schema is not None:
+            out["input_schema"] = dict(self.input_schema)
         return out
 
     @classmethod
@@ -292,6 +296,7 @@ class Manifest:
                 if data.get("statistics") is None
                 else {str(k): str(v) for k, v in data["statistics"].items()},
                 schema=data.get("schema"),
+                input_schema=data.get("input_schema"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
@@ -319,6 +324,7 @@ class Manifest:
         statistics: Mapping[str, str] | None = None,
         schema: str | None = None,
         indexes: Mapping[str, str] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> Manifest:
         """The manifest of a finished run (all facts come in as arguments).
 
@@ -366,6 +372,7 @@ class Manifest:
             sequence=sequence,
             statistics=statistics,
             schema=schema,
+            input_schema=input_schema,
         )
 
     def metadata_files(self) -> list[str]:

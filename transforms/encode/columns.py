@@ -24,12 +24,37 @@ from transforms.encode.schema import (
 
 __all__ = ["decimal_text", "infer_shape", "int64_values", "leaf_array", "to_kernel_column"]
 
-_INT64_MAX = 2**63 - 1
 _MS_PER_DAY = 86_400_000
 
 
+def _relisted(arr: pa.Array, child: pa.Array) -> pa.Array:
+    """`child` (an array over the elements of the list or map array `arr`, unsliced) as a list
+    array with `arr`'s rows: its offsets and its nulls."""
+    offsets = arr.offsets.to_numpy(zero_copy_only=False)  # a copy: from_arrays takes no slice
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_large_list(arr.type):
+        return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), child, mask=mask)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), child, mask=mask)
+
+
+def _field(arr: pa.Array, name: str) -> pa.Array:
+    """One step down a leaf's path (schema.py `leaf_paths`): a struct's field (the struct's
+    nulls carried down), a map's keys or values as a list per row, or that of each element of
+    a list of structs or maps, as a list per row."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        return pc.struct_field(arr, name)
+    if pa.types.is_map(t):
+        return _relisted(arr, arr.keys if name == "key" else arr.items)
+    if pa.types.is_fixed_size_list(t):  # as a variable list: its lengths are still checked
+        arr = pc.cast(arr, pa.list_(t.value_field))
+    return _relisted(arr, _field(arr.values, name))
+
+
 def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
-    """The column at `path`; a struct's nulls carry down to its leaves."""
+    """The column at `path` (struct fields, map keys or values, the fields of a list of
+    structs: schema.py `leaf_paths`); a struct's nulls carry down to its leaves; a dictionary
+    decoded, a string or binary view as a large string or binary."""
     column = table.column(path[0])
     if isinstance(column, pa.ChunkedArray):
         # One chunk (a slice of a table) needs no concatenation, which would copy it.
@@ -37,9 +62,13 @@ def leaf_array(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Ar
     else:
         arr = column
     for name in path[1:]:
-        arr = pc.struct_field(arr, name)
+        arr = _field(arr, name)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if pa.types.is_string_view(arr.type) or pa.types.is_binary_view(arr.type):
+        # Views have few compute kernels (no filter, no take): their plain large form has all.
+        large = pa.large_string() if pa.types.is_string_view(arr.type) else pa.large_binary()
+        arr = arr.cast(large)
     return arr
 
 
@@ -130,24 +159,19 @@ def _flatten_lists(
     return arr, off
 
 
-def _int64_values(leaf: pa.Array, row_off: np.ndarray | None, where) -> np.ndarray:  # noqa: ANN001
-    """`leaf` as int64 (a null is 0: the kernel skips it); row_off None: one value per row."""
+def _int64_values(leaf: pa.Array) -> np.ndarray:
+    """`leaf` as the int64 values the records hold (a null is 0: the kernel skips it).
+
+    A uint64 is stored as its 64 bits (two's complement: 2**64 - 1 is -1), which the readers
+    turn back into the same uint64; times and durations are their count of the type's unit.
+    """
     t = leaf.type
-    if pa.types.is_uint64(t):
-        too_big = pc.fill_null(pc.greater(leaf, pa.scalar(_INT64_MAX, pa.uint64())), False)
-        bad = np.flatnonzero(too_big.to_numpy(zero_copy_only=False))
-        if bad.size:
-            row = int(bad[0])
-            if row_off is not None:
-                row = int(np.searchsorted(row_off, bad[0], side="right")) - 1
-            raise ConversionError(
-                f"{where(row)}: uint64 value {leaf[int(bad[0])].as_py()} does not fit in int64"
-            )
-        leaf = pc.cast(leaf, pa.int64(), safe=False)
-    elif pa.types.is_date64(t):
+    if pa.types.is_date64(t):
         ms = pc.fill_null(pc.cast(leaf, pa.int64()), 0).to_numpy(zero_copy_only=False)
         return np.floor_divide(ms, _MS_PER_DAY)
-    elif pa.types.is_date32(t):
+    if pa.types.is_uint64(t):
+        leaf = pc.cast(leaf, pa.int64(), safe=False)
+    elif pa.types.is_date32(t) or pa.types.is_time32(t):
         leaf = pc.cast(pc.cast(leaf, pa.int32()), pa.int64())
     elif not pa.types.is_int64(t):
         leaf = pc.cast(leaf, pa.int64())
@@ -173,9 +197,8 @@ def decimal_text(leaf: pa.Array) -> pa.Array:
 
 
 def int64_values(leaf: pa.Array) -> np.ndarray:
-    """An int64-kind leaf as the int64 values the records hold (a null is 0); for values
-    the encoder has already taken (a uint64 past int64 raises ConversionError)."""
-    return _int64_values(leaf, None, lambda i: f"row {i}")
+    """An int64-kind leaf as the int64 values the records hold (a null is 0)."""
+    return _int64_values(leaf)
 
 
 def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -237,16 +260,13 @@ def to_kernel_column(
         leaf = leaf.slice(start, int(row_off[-1]) - start)
         row_off = row_off - start
 
-    def where(i: int) -> str:
-        return _where(source, first_row, i, spec.name, rows)
-
     if spec.encoding == "float64_bytes":
         values = pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
         data = np.ascontiguousarray(values, dtype="<f8").view(np.uint8)
         bounds = np.arange(n + 1, dtype=np.int64) if row_off is None else row_off
         column = KernelColumn(BYTES, spec.name, valid, None, value_off=bounds * 8, data=data)
     elif spec.kind == INT64:
-        values = _int64_values(leaf, row_off, where)
+        values = _int64_values(leaf)
         column = KernelColumn(INT64, spec.name, valid, row_off, values=values)
     elif spec.kind == FLOAT:
         if leaf.type != pa.float32():

@@ -39,6 +39,7 @@ __all__ = [
     "FeatureSpec",
     "SchemaError",
     "default_scalar",
+    "leaf_paths",
     "nested_list_columns",
     "plan_features",
 ]
@@ -76,11 +77,55 @@ def _primitive(t: pa.DataType) -> tuple[str, str, str | None] | None:
         return INT64, "int64", unit
     if pa.types.is_date(t):
         return INT64, "int64", "days"
+    if pa.types.is_time(t) or pa.types.is_duration(t):
+        return INT64, "int64", t.unit  # time of day / elapsed time in that unit
     if pa.types.is_decimal(t):
         return BYTES, "string", None
     if pa.types.is_null(t):
         return BYTES, "string", None
     return None
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _holds_fields(t: pa.DataType) -> bool:
+    """Whether `t` is, below its list levels, a struct or a map (whose leaves are its own)."""
+    while _is_list(t):
+        t = t.value_type
+    return pa.types.is_struct(t) or pa.types.is_map(t)
+
+
+def leaf_paths(schema: pa.Schema) -> tuple[list[tuple[tuple[str, ...], pa.DataType]], set[str]]:
+    """Every leaf of the schema: (its field path, its type as one column), and the names of the
+    inner nodes (structs, maps, lists of those). A struct's fields are leaves under it
+    (`parent.child`); a map's keys and values are two leaves (`name.key`, `name.value`), each a
+    list per row; a list of structs or maps makes each leaf below it a list per row (a list
+    level around the leaf's type)."""
+    leaves: list[tuple[tuple[str, ...], pa.DataType]] = []
+    inner: set[str] = set()
+
+    def visit(path: tuple[str, ...], t: pa.DataType, around: tuple[int | None, ...]) -> None:
+        if pa.types.is_struct(t) or pa.types.is_map(t) or (_is_list(t) and _holds_fields(t)):
+            inner.add(".".join(path))
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit((*path, t.field(i).name), t.field(i).type, around)
+        elif pa.types.is_map(t):
+            visit((*path, "key"), t.key_type, (*around, None))
+            visit((*path, "value"), t.item_type, (*around, None))
+        elif _is_list(t) and _holds_fields(t):
+            size = t.list_size if pa.types.is_fixed_size_list(t) else None
+            visit(path, t.value_type, (*around, size))
+        else:
+            for size in reversed(around):
+                t = pa.list_(t) if size is None else pa.list_(t, size)
+            leaves.append((path, t))
+
+    for field in schema:
+        visit((field.name,), field.type, ())
+    return leaves, inner
 
 
 def _list_levels(t: pa.DataType) -> tuple[list[int | None], pa.DataType]:
@@ -109,8 +154,9 @@ def default_scalar(default: Any, t: pa.DataType) -> pa.Scalar:
 def _unsupported(name: str, t: pa.DataType) -> SchemaError:
     return SchemaError(
         f"column {name!r}: type {t} has no tf.train.Example mapping "
-        "(supported: integers, bool, floats, string/binary, timestamp, date, decimal, "
-        "lists and fixed-size lists of those, structs of those)"
+        "(supported: integers, bool, floats, string/binary, timestamp, date, time, duration, "
+        "decimal, dictionaries of those, lists and fixed-size lists of those, structs and maps "
+        "of those, lists of structs and maps)"
     )
 
 
@@ -207,22 +253,20 @@ def plan_features(
     """
     columns = dict(columns or {})
     inferred_shapes = dict(inferred_shapes or {})
-    specs: list[FeatureSpec] = []
-
-    def visit(prefix: tuple[str, ...], t: pa.DataType) -> None:
-        name = ".".join(prefix)
-        if pa.types.is_struct(t):
-            if name in columns:
-                raise SchemaError(f"column {name!r}: options apply to leaves, not to a struct")
-            for i in range(t.num_fields):
-                visit((*prefix, t.field(i).name), t.field(i).type)
-            return
-        specs.append(
-            _leaf_spec(name, prefix, t, columns.pop(name, ColumnOptions()), inferred_shapes)
+    leaves, inner = leaf_paths(schema)
+    on_inner = sorted(inner.intersection(columns))
+    if on_inner:
+        name = on_inner[0]
+        below = sorted(".".join(p) for p, _ in leaves if ".".join(p).startswith(name + "."))
+        raise SchemaError(
+            f"column {name!r}: options apply to leaves, not to a struct or a map "
+            f"(its leaves: {below})"
         )
-
-    for field in schema:
-        visit((field.name,), field.type)
+    specs = []
+    for path, t in leaves:
+        name = ".".join(path)
+        opts = columns.pop(name, ColumnOptions())
+        specs.append(_leaf_spec(name, path, t, opts, inferred_shapes))
     if columns:
         raise SchemaError(
             f"columns {sorted(columns)} in the config are not in the input "
@@ -240,16 +284,8 @@ def plan_features(
 def nested_list_columns(schema: pa.Schema) -> list[tuple[str, tuple[str, ...]]]:
     """Leaves whose type nests two or more list levels with a variable one: they need a shape."""
     out: list[tuple[str, tuple[str, ...]]] = []
-
-    def visit(prefix: tuple[str, ...], t: pa.DataType) -> None:
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit((*prefix, t.field(i).name), t.field(i).type)
-            return
+    for path, t in leaf_paths(schema)[0]:
         levels, _ = _list_levels(t)
         if len(levels) >= 2 and any(size is None for size in levels):
-            out.append((".".join(prefix), prefix))
-
-    for field in schema:
-        visit((field.name,), field.type)
+            out.append((".".join(path), path))
     return out

@@ -15,6 +15,7 @@ being checked by its reader (transforms/read/parquet_reader.py, the same message
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
@@ -28,8 +29,17 @@ from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
 from transforms.read.parquet_reader import parquet_footers, schema_difference
+from transforms.read.unify import UnifiedSchema, unify_schemas, with_types
 
-__all__ = ["FORMATS", "detect_format", "input_schema", "match_input_files", "match_inputs"]
+__all__ = [
+    "FORMATS",
+    "detect_format",
+    "input_schema",
+    "match_input_files",
+    "match_inputs",
+    "planned_schema",
+    "unified_input_schema",
+]
 
 _JSONL = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 
@@ -125,3 +135,57 @@ def input_schema(
         if diff:
             raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
     return schemas[0].remove_metadata()
+
+
+def unified_input_schema(
+    paths: Sequence[str],
+    fmt: str,
+    csv: CsvOptions,
+    footers: Sequence[pq.FileMetaData] | None = None,
+    types: Mapping[str, pa.DataType] | None = None,
+) -> UnifiedSchema:
+    """`schema: unify`: the union of every file's own schema (transforms/read/unify.py) and the
+    columns each file lacks. Each file's schema: its Parquet footer (`footers`, else read
+    here); a CSV file's header and the types inferred from its first `csv.infer_bytes` (the
+    `csv.column_types` of its columns); a JSON Lines file's fields inferred from its first
+    bytes, with the configured `types`."""
+    if fmt == "parquet":
+        if footers is None:
+            footers = parquet_footers(paths)
+        schemas = [meta.schema.to_arrow_schema().remove_metadata() for meta in footers]
+    elif fmt == "csv":
+        schemas = []
+        for path in paths:
+            names = set(csv_column_names(path, csv))
+            own = {k: v for k, v in csv.column_types.items() if k in names}
+            schemas.append(csv_schema(path, dataclasses.replace(csv, column_types=own)))
+    else:
+        schemas = [json_schema(path, types or {}) for path in paths]
+    return unify_schemas(paths, schemas)
+
+
+def planned_schema(
+    paths: Sequence[str],
+    fmt: str,
+    csv: CsvOptions,
+    footers: Sequence[pq.FileMetaData] | None,
+    types: Mapping[str, pa.DataType],
+    unify: bool,
+) -> UnifiedSchema:
+    """The schema the job reads the files in: the one they agree on (`input_schema`), or with
+    `unify` their union (`unified_input_schema`), with the configured types of Parquet columns
+    (`types`: `columns.<name>.type`, JSON Lines fields took theirs already); and per file the
+    columns it lacks. SchemaError for a configured type of a column the input does not have."""
+    if unify:
+        planned = unified_input_schema(paths, fmt, csv, footers, types)
+    else:
+        planned = UnifiedSchema(input_schema(paths, fmt, csv, footers, types), {})
+    if fmt != "parquet":  # JSON Lines took its types; CSV has csv.column_types
+        return planned
+    unknown = sorted(set(types) - set(planned.schema.names))
+    if unknown:
+        raise SchemaError(
+            f"columns.{unknown[0]}.type: {unknown[0]!r} is not a column of the input "
+            f"(columns: {planned.schema.names})"
+        )
+    return UnifiedSchema(with_types(planned.schema, types), planned.missing)

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from transforms.batch import TableBatch
 from transforms.encode.schema import SchemaError
 from transforms.read.files import InputError, is_local, open_input
+from transforms.read.unify import conform
 
 __all__ = [
     "FOOTER_THREADS",
@@ -88,19 +89,23 @@ def parquet_batches(
     batch_rows: int,
     schema: pa.Schema | None = None,
     schema_of: str | None = None,
+    target: pa.Schema | None = None,
 ) -> Iterator[TableBatch]:
     """The rows of one row group (`row_group` None: of every row group of the file, in order)
     as batches of at most `batch_rows` rows.
 
     `schema`, `schema_of`: the schema the file must have and the file it was planned from; a
     file with another raises SchemaError naming both (as the plan does when it reads every
-    footer)."""
+    footer). `target`: the planned schema each batch is cast to when the file's differs
+    (`schema: unify`, `columns.<name>.type`; transforms/read/unify.py)."""
     first = first_row
     source = parquet_file(path)
     if schema is not None:
         diff = schema_difference(schema, source.schema_arrow)
         if diff:
             raise SchemaError(f"{schema_of or path} and {path} do not have the same schema: {diff}")
+    if target is not None and schema_difference(target, source.schema_arrow) is None:
+        target = None  # the file has the planned schema: nothing to cast
     groups = None if row_group is None else [row_group]
     batches = source.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
     try:
@@ -108,6 +113,8 @@ def parquet_batches(
             for start in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(start, batch_rows)
                 table = pa.Table.from_batches([part])
+                if target is not None:
+                    table = conform(table, target, path, first)
                 yield TableBatch(table=table, source=path, first_row=first)
                 first += part.num_rows
     except (pa.ArrowException, OSError, EOFError) as err:

@@ -26,6 +26,7 @@ from transforms.read.csv_reader import CsvOptions, csv_batches
 from transforms.read.json_reader import json_batches
 from transforms.read.parquet_reader import parquet_batches, parquet_footers
 from transforms.read.partitions import PartitionColumns, Partitions, Values, file_schema
+from transforms.read.unify import conform
 
 __all__ = [
     "ReadTask",
@@ -33,6 +34,7 @@ __all__ = [
     "plan_whole_files",
     "plan_work",
     "read_work_item",
+    "with_columns",
     "with_partitions",
 ]
 
@@ -46,6 +48,8 @@ class WorkItem:
     source_bytes: int = 0  # a row group's uncompressed bytes, a whole file's size on disk
     schema_of: str | None = None  # a whole Parquet file: the file its schema must equal
     partition: Values = ()  # (key, value) of each partition key of the file's path
+    # schema: unify: the planned columns the file has, when it lacks some (else None)
+    columns: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +101,19 @@ def with_partitions(items: Sequence[WorkItem], partitions: Partitions | None) ->
     return [dataclasses.replace(w, partition=partitions.values[w.path]) for w in items]
 
 
+def with_columns(
+    items: Sequence[WorkItem], schema: pa.Schema, missing: Mapping[str, tuple[str, ...]]
+) -> list[WorkItem]:
+    """The work items, those of the files that lack columns (`schema: unify`) each with the
+    planned columns its file has (a CSV reader reads those, then adds the others as nulls)."""
+    return [
+        dataclasses.replace(w, columns=tuple(n for n in schema.names if n not in missing[w.path]))
+        if w.path in missing
+        else w
+        for w in items
+    ]
+
+
 def read_work_item(
     item: WorkItem,
     fmt: str,
@@ -133,11 +150,18 @@ def _read_file(
         yield from json_batches(item.path, item.first_row, schema, batch_rows, on_bad)
         return
     if fmt == "csv":
-        yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
+        if item.columns is None:
+            yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
+            return
+        # schema: unify: the file's own columns, in the planned types; the others as nulls
+        own = pa.schema([schema.field(name) for name in item.columns])
+        for batch in csv_batches(item.path, item.first_row, own, csv, batch_rows, on_bad):
+            table = conform(batch.table, schema, item.path, batch.first_row)
+            yield dataclasses.replace(batch, table=table)
         return
     if item.row_group is None:  # a whole file: its footer is read here, its schema checked
         yield from parquet_batches(
             item.path, None, item.first_row, batch_rows, schema, item.schema_of
         )
         return
-    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows)
+    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows, target=schema)

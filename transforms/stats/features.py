@@ -213,7 +213,10 @@ def _element_rows(arr: pa.Array) -> np.ndarray:
 
 
 def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
-    """The values the records hold: float64 (keep_float64), float32 or int64."""
+    """The values the records hold: float64 (keep_float64), float32 or int64; a uint64 column's
+    own values (the records hold their bits as int64, the readers restore them)."""
+    if pa.types.is_uint64(leaf.type):
+        return pc.fill_null(leaf, 0).to_numpy(zero_copy_only=False)
     if spec.encoding == "float64_bytes":
         return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
     if spec.kind == FLOAT:
