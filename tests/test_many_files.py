@@ -82,6 +82,7 @@ def test_one_odd_file_among_many_is_named(many, tmp_path):
     first = str(root / "good" / "part-00000.parquet")
     assert str(err.value) == (
         f"{first} and {odd} do not have the same schema: column 'id': int64 vs int32"
+        " (schema: unify reads files whose schemas differ as their union)"
     )
 
 
@@ -141,5 +142,6 @@ def test_plan_of_many_files_on_an_object_store(gcs_many):
         plan_job(_config("gs://many/good/*.parquet", "gs://many/odd/*.parquet"))
     assert str(err.value) == (
         "gs://many/good/part-00000.parquet and gs://many/odd/odd.parquet do not have the same "
-        "schema: column 'id': int64 vs int32"
+        "schema: column 'id': int64 vs int32 (schema: unify reads files whose schemas differ as "
+        "their union)"
     )

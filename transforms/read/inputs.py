@@ -28,7 +28,7 @@ from transforms.names import FORMATS
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
-from transforms.read.parquet_reader import parquet_footers, schema_difference
+from transforms.read.parquet_reader import UNIFY_HINT, parquet_footers, schema_difference
 from transforms.read.unify import UnifiedSchema, unify_schemas, with_types
 
 __all__ = [
@@ -133,7 +133,9 @@ def input_schema(
     for path, schema in zip(paths[1:], schemas[1:], strict=True):
         diff = schema_difference(schemas[0], schema)
         if diff:
-            raise SchemaError(f"{paths[0]} and {path} do not have the same schema: {diff}")
+            raise SchemaError(
+                f"{paths[0]} and {path} do not have the same schema: {diff}{UNIFY_HINT}"
+            )
     return schemas[0].remove_metadata()
 
 

@@ -29,6 +29,7 @@ from transforms.read.unify import conform
 
 __all__ = [
     "FOOTER_THREADS",
+    "UNIFY_HINT",
     "parquet_batches",
     "parquet_file",
     "parquet_footer",
@@ -38,6 +39,9 @@ __all__ = [
 
 FOOTER_THREADS = 16  # footer reads in flight on an object store (64 measured slower: 46 ms
 # a footer on the emulator against 25-30 ms with 16)
+
+# said after a mismatch under `schema: strict`: the way to read such a dataset
+UNIFY_HINT = " (schema: unify reads files whose schemas differ as their union)"
 
 
 def parquet_file(path: str) -> pq.ParquetFile:
@@ -103,7 +107,9 @@ def parquet_batches(
     if schema is not None:
         diff = schema_difference(schema, source.schema_arrow)
         if diff:
-            raise SchemaError(f"{schema_of or path} and {path} do not have the same schema: {diff}")
+            raise SchemaError(
+                f"{schema_of or path} and {path} do not have the same schema: {diff}{UNIFY_HINT}"
+            )
     if target is not None and schema_difference(target, source.schema_arrow) is None:
         target = None  # the file has the planned schema: nothing to cast
     groups = None if row_group is None else [row_group]
