@@ -391,3 +391,15 @@ def test_plan_on_s3(s3, sample_out):
     assert shown["read"]["rows"] == 2000 and shown["read"]["files"] == 1
     assert shown["engine"]["name"] == "beam"
     assert objects(s3, output) == set()
+
+
+def test_load_dataset_on_s3_says_tensorflow_cannot_read_it(s3, sample_out):
+    """TensorFlow 2.21 has no s3:// filesystem: load_dataset says so when it is called, naming
+    the shard and the reader that can (the manifest itself is read through Beam's)."""
+    from pipeline.reader.dataset import load_dataset
+
+    if "s3" in tf.io.gfile.get_registered_schemes():
+        pytest.skip("this TensorFlow has an s3:// filesystem registered")
+    with pytest.raises(ValueError, match=r"TensorFlow cannot read s3://.*iter_batches") as err:
+        load_dataset(sample_out, split="train")
+    assert f"{sample_out}/train-00000-of-" in str(err.value)
