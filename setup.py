@@ -23,7 +23,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
     install_requires=[
-        f"apache-beam[tfrecord,gcp]=={BEAM_VERSION}",
+        f"apache-beam[tfrecord,gcp,aws]=={BEAM_VERSION}",  # aws: s3:// (boto3)
         "google-crc32c>=1.5",
         "isal>=1.6",
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
@@ -61,6 +61,8 @@ setup(
             "dask==2026.8.0",
             "distributed==2026.8.0",
             "gcp-storage-emulator==2026.7.19",
+            # an S3 emulator (moto's server), started by tests/test_s3.py on 127.0.0.1
+            "moto[server]==5.2.5",
             # reads the tfds layout back through tfds.builder_from_directory (tests/test_layouts.py)
             "tensorflow-datasets==4.9.10",
             # a grain data source over an indexed output (tests/test_reader_index.py); PyTorch's

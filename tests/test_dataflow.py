@@ -144,9 +144,10 @@ def test_worker_requirements_satisfy_setup_py():
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"{req.name} is not pinned in requirements-worker.txt"
         assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
-        for extra in req.extras:  # apache-beam[tfrecord,gcp]: their packages are pinned too
-            assert extra in {"tfrecord", "gcp"}
+        for extra in req.extras:  # apache-beam[tfrecord,gcp,aws]: their packages are pinned too
+            assert extra in {"tfrecord", "gcp", "aws"}
     assert "google-cloud-storage" in pins and "crcmod" in pins
+    assert {"boto3", "botocore", "s3transfer"} <= set(pins)  # aws: s3://
 
 
 @SLOW

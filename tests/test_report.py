@@ -270,6 +270,25 @@ def test_report_of_an_output_on_gs(output: Path) -> None:
     assert page == local.replace(html.escape(str(output)), html.escape(remote))
 
 
+def test_report_of_an_output_on_s3(output: Path) -> None:
+    """The same on an S3 emulator (moto's server): the report read and written on s3://."""
+    from s3_emulator import S3Emulator
+
+    from transforms.fs import FileSystems
+
+    with S3Emulator(("bucket",)) as s3, s3.environ():
+        remote = "s3://bucket/out"
+        for path in output.rglob("*"):
+            if path.is_file() and path.name != "report.html":
+                with FileSystems.create(f"{remote}/{path.relative_to(output).as_posix()}") as f:
+                    f.write(path.read_bytes())
+        result = write_report(remote)
+        assert result.path == f"{remote}/report.html" and result.features == 6
+        page = s3.read("bucket", "out/report.html").decode("utf-8")
+    local, _ = render_report(str(output))
+    assert page == local.replace(html.escape(str(output)), html.escape(remote))
+
+
 def test_shard_bytes_from_the_file_when_the_writer_did_not_count(tmp_path: Path) -> None:
     out = make_output(tmp_path / "out", {"train": _table(20, 7)}, statistics=False)
     manifest = json.loads((out / "manifest.json").read_text())

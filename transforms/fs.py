@@ -34,6 +34,7 @@ __all__ = [
     "join",
     "match",
     "open_read",
+    "set_beam_options",
     "translate_pattern",
 ]
 
@@ -112,7 +113,22 @@ class FileSystemError(OSError):
 def _beam() -> Any:
     from apache_beam.io.filesystems import FileSystems as BeamFileSystems
 
+    if BeamFileSystems._pipeline_options is None:  # no pipeline built in this process yet
+        set_beam_options([])
     return BeamFileSystems
+
+
+def set_beam_options(args: Sequence[str]) -> None:
+    """Give Beam's filesystems the pipeline options in `args` (`--s3_endpoint_url=...`,
+    `--azure_connection_string=...`): what a pipeline does when it is built, done here for the
+    work before one (planning, the lease, clearing an output) and for commands that build none.
+
+    Beam's S3 filesystem refuses to work without options; with none given (`[]`), boto3 finds
+    its endpoint, region and credentials itself (`AWS_*` variables, `~/.aws/config`)."""
+    from apache_beam.io.filesystems import FileSystems as BeamFileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    BeamFileSystems.set_options(PipelineOptions(list(args)))
 
 
 def translate_pattern(pattern: str) -> str:

@@ -229,6 +229,11 @@ def _main(argv: Sequence[str] | None) -> int:
             sub.error(f"{err} (a Beam pipeline option)")
         if unknown:
             sub.error(_unknown(unknown, sub, command))
+        from transforms.fs import set_beam_options
+
+        # planning, the lease and the clearing reach an object store as the job will
+        # (--s3_endpoint_url, --azure_connection_string, ...)
+        set_beam_options(beam_args)
     if command in ("convert", "plan"):
         flags = config_flags(args)
         if command == "plan":

@@ -67,7 +67,9 @@ class Option:
 ENGINES = ("auto", "beam", "in-process")
 
 OPTIONS: tuple[Option, ...] = (
-    Option("input", (str, list), "paths or globs (local, gs://, any Beam filesystem)", "paths"),
+    Option(
+        "input", (str, list), "paths or globs (local, gs://, s3://, any Beam filesystem)", "paths"
+    ),
     Option("output", (str,), "output directory"),
     Option("format", (str,), "default: from the file names", choices=FORMATS),
     Option(

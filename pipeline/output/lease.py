@@ -6,6 +6,9 @@ planning and before anything in the output is deleted, with create-if-absent sem
 - a local directory: `os.open(O_CREAT | O_EXCL)`;
 - gs://: an upload with the precondition `ifGenerationMatch=0` (GCS refuses it with 412 when
   the object exists), through the google-cloud-storage client Beam's gcsio builds;
+- s3://: a PutObject with `If-None-Match: *` (S3 refuses it with 412 when the object exists),
+  through the boto3 client Beam's S3 filesystem builds (the same endpoint and credentials);
+  it is removed with `If-Match: <ETag>` (only the version read);
 - another Beam filesystem: an existence check, then a create. Not atomic: two runs started in
   the same instant can both get it (the manifest's last-writer-wins then decides).
 
@@ -35,6 +38,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from pipeline.output.entries import EntryKindError, LinkInOutputError, is_link
+from pipeline.output.lease_s3 import create_s3, delete_s3, read_s3
 from transforms.fs import FileSystems
 
 if TYPE_CHECKING:
@@ -107,6 +111,10 @@ def _is_gcs(path: str) -> bool:
     return FileSystems.get_scheme(path) == "gs"
 
 
+def _is_s3(path: str) -> bool:
+    return FileSystems.get_scheme(path) == "s3"
+
+
 def _gcs_blob(path: str, options: PipelineOptions | None) -> Any:
     from apache_beam.io.gcp.gcsio import GcsIO, parse_gcs_path
 
@@ -131,12 +139,12 @@ def _read_gcs(path: str, options: PipelineOptions | None) -> tuple[bytes, int] |
 
 
 def _read(path: str, options: PipelineOptions | None = None) -> tuple[Lease, Any] | None:
-    """The lease at `path` and its version (a gs:// generation; None elsewhere), or None when
-    there is none. ValueError when the file holds no lease."""
+    """The lease at `path` and its version (a gs:// generation, an s3:// ETag; None elsewhere),
+    or None when there is none. ValueError when the file holds no lease."""
     for attempt in range(_READ_TRIES):
         generation = None
-        if _is_gcs(path):
-            found = _read_gcs(path, options)
+        if _is_gcs(path) or _is_s3(path):
+            found = (_read_gcs if _is_gcs(path) else read_s3)(path, options)
             if found is None:
                 return None
             data, generation = found
@@ -206,6 +214,8 @@ def _create(path: str, lease: Lease, options: PipelineOptions | None) -> bool:
         except PreconditionFailed:
             return False
         return True
+    if _is_s3(path):
+        return create_s3(path, data, options)
     if FileSystems.exists(path):
         return False
     with FileSystems.create(path, mime_type="application/json") as f:
@@ -226,6 +236,8 @@ def _delete(path: str, run_id: str, options: PipelineOptions | None) -> bool:
         except (NotFound, PreconditionFailed):
             return False
         return True
+    if _is_s3(path):  # only the version read: a lease another run created since is kept
+        return delete_s3(path, found[1], options)
     if _is_local(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
@@ -257,6 +269,9 @@ def _take_over(path: str, stale: Lease, generation: Any, options: PipelineOption
 
         with contextlib.suppress(NotFound, PreconditionFailed):
             _gcs_blob(path, options).delete(if_generation_match=generation)
+        return
+    if _is_s3(path):
+        delete_s3(path, generation, options)
         return
     if not _is_local(path):
         FileSystems.delete([path])
@@ -290,11 +305,15 @@ def acquire_lease(output: str, options: PipelineOptions | None = None, waits: bo
         started=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         output=output,
     )
-    api_errors: tuple[type[Exception], ...] = ()  # GCS's, for a lease on GCS
+    api_errors: tuple[type[Exception], ...] = ()  # the store's client's, for a lease there
     if _is_gcs(path):
         from google.api_core.exceptions import GoogleAPICallError
 
         api_errors = (GoogleAPICallError,)
+    elif _is_s3(path):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        api_errors = (BotoCoreError, ClientError)
     try:
         for _ in range(3):  # a dead run's lease is taken over once; a race may need another look
             if _create(path, lease, options):

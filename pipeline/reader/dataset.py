@@ -81,6 +81,22 @@ def _check_arguments(batch_size: int, shuffle_buffer: int, repeat: bool | int) -
         raise ValueError(f"repeat must be a bool or a count of at least 1, not {repeat}")
 
 
+def _check_tensorflow_reads(files: list[str]) -> None:
+    """ValueError now, not at the first batch, when TensorFlow has no filesystem for the
+    shards' scheme (TensorFlow 2.21 has none for s3://; the manifest was read through Beam's)."""
+    if not files or "://" not in files[0]:
+        return
+    try:
+        tf.io.gfile.exists(files[0])
+    except tf.errors.UnimplementedError as err:
+        scheme = files[0].split("://", 1)[0]
+        raise ValueError(
+            f"{files[0]}: TensorFlow cannot read {scheme}:// ({err.message}); read this output "
+            "with pipeline.reader.arrays.iter_batches (no TensorFlow), or register a TensorFlow "
+            f"filesystem for {scheme}:// before calling load_dataset"
+        ) from None
+
+
 def load_dataset(
     output_dir: str,
     split: str = "train",
@@ -107,11 +123,13 @@ def load_dataset(
     (pipeline/reader/images.py).
 
     Raises FileNotFoundError when `output_dir` has no manifest (not a complete output) and
-    ValueError for a split the manifest does not list or a bad argument.
+    ValueError for a split the manifest does not list, a bad argument, or shards on a store
+    TensorFlow has no filesystem for (s3:// on TensorFlow 2.21).
     """
     _check_arguments(batch_size, shuffle_buffer, repeat)
     manifest = read_manifest(output_dir)
     files = _split_files(manifest, output_dir, split)
+    _check_tensorflow_reads(files)
     features = list(manifest.features)
     if manifest.sequence is not None:  # SequenceExamples
         parse_batch = sequence_parser(manifest, null_masks)

@@ -1,0 +1,405 @@
+"""The job end to end on S3: s3:// inputs and outputs through Beam's own S3 filesystem
+(apache_beam.io.aws.s3filesystem, boto3), against moto's S3 server on 127.0.0.1
+(tests/s3_emulator.py).
+
+Covered: Parquet and CSV in, records out on s3:// equal to a local run's (as multisets of bytes);
+the endpoint given as Beam's `--s3_endpoint_url` instead of boto3's environment; bad rows in
+`_errors/` on s3://; `--overwrite`; a run killed with SIGKILL mid-write, then a re-run into the
+same output (no temp or orphan object left, the records of a clean run); `verify --source`,
+`inspect`, `plan` and the numpy reader on the s3:// output; two runs at once (one wins, its
+output verifies); a lease nothing here can prove dead; the lease's conditional writes
+(`If-None-Match: *`, `If-Match: <ETag>`). Records are read back through Beam's filesystem:
+TensorFlow 2.21 has no s3:// filesystem of its own (docs/object-stores.md).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, run_cli_captured
+from s3_emulator import S3Emulator
+
+from pipeline.output.lease import (
+    LEASE_NAME,
+    LeaseLostError,
+    OutputLeasedError,
+    acquire_lease,
+    check_lease,
+    release_lease,
+)
+from pipeline.reader.arrays import Ragged, iter_batches
+from pipeline.reader.index import RecordIndex
+from transforms.fs import FileSystems
+from transforms.write.tfrecord import read_records
+
+BUCKET = "bucket"
+ROWS = 30_000
+BAD_CSV = "id,amount,name\n1,1.5,a\n2,7.5\n3,0,c\n4,2.5\n5,3.5,e\n"  # 2 short rows
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """The emulator with one bucket; this process's environment set to use it."""
+    with S3Emulator((BUCKET,)) as emulator, emulator.environ():
+        yield emulator
+
+
+def upload(local, name: str) -> str:
+    path = f"s3://{BUCKET}/{name}"
+    with open(local, "rb") as f, FileSystems.create(path) as g:
+        g.write(f.read())
+    return path
+
+
+def manifest_of(output: str) -> dict:
+    with FileSystems.open(f"{output}/manifest.json") as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def records(output: str) -> collections.Counter:
+    """Every record of every split the manifest lists, read through Beam's filesystem, as a
+    multiset of bytes."""
+    manifest = manifest_of(output)
+    files = [f"{output.rstrip('/')}/{f}" for s in manifest["splits"].values() for f in s["files"]]
+    return collections.Counter(r for f in files for r in read_records(f, sys.maxsize))
+
+
+def objects(s3: S3Emulator, output: str) -> set[str]:
+    """Every object under the output, relative to it."""
+    prefix = output.removeprefix(f"s3://{BUCKET}/").rstrip("/") + "/"
+    return {name.removeprefix(prefix) for name in s3.objects(BUCKET, prefix)}
+
+
+def listed(output: str) -> set[str]:
+    manifest = manifest_of(output)
+    shards = {f for s in manifest["splits"].values() for f in s["files"]}
+    errors = {f"_errors/{f.rsplit('/', 1)[-1]}" for f in manifest["bad_rows"]["files"]}
+    metadata = [*manifest.get("statistics", {}).values(), manifest["schema"]]
+    transform = manifest.get("transform", {}).get("files", [])
+    return {"manifest.json", *shards, *errors, *transform, *metadata}
+
+
+def convert(*args) -> None:
+    result = run_cli_captured(["convert", *map(str, args)])
+    assert result.code == 0, result.err
+
+
+def local_run(tmp_path, source, *args) -> str:
+    """The same job into a new local directory: the clean run to compare with."""
+    out = tmp_path / f"local-{uuid.uuid4().hex[:8]}"
+    convert("--input", source, "--output", out, *args)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory) -> list[str]:
+    """Two splits, train and eval (a config key: there is no flag for it)."""
+    config = tmp_path_factory.mktemp("config") / "splits.yaml"
+    config.write_text("splits: {train: 8, eval: 2}\n", encoding="utf-8")
+    return ["--config", str(config)]
+
+
+@pytest.fixture(scope="module")
+def local_sample(tmp_path_factory, splits) -> str:
+    """The sample Parquet converted into a local directory: the clean run to compare with."""
+    return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *splits)
+
+
+@pytest.fixture(scope="module")
+def sample_out(s3, splits) -> str:
+    """The sample Parquet, uploaded, converted into s3://bucket/sample with two splits."""
+    output = f"s3://{BUCKET}/sample"
+    convert("--input", upload(SAMPLE_PARQUET, "in/sample.parquet"), "--output", output, *splits)
+    assert list(manifest_of(output)["splits"]) == ["train", "eval"]
+    return output
+
+
+def test_parquet_on_s3_equals_a_local_run(s3, sample_out, local_sample):
+    expected = records(local_sample)
+    assert records(sample_out) == expected and sum(expected.values()) == 2000
+    assert objects(s3, sample_out) == listed(sample_out)  # no temp object, no lease
+    assert manifest_of(sample_out)["splits"] == manifest_of(local_sample)["splits"]
+    assert manifest_of(sample_out)["sources"] == [f"s3://{BUCKET}/in/sample.parquet"]
+
+
+def test_csv_on_s3_equals_a_local_run(s3, tmp_path, splits):
+    """Run as a separate process that has no AWS_ENDPOINT_URL: the endpoint comes from Beam's
+    --s3_endpoint_url, which the launcher's own calls (planning, lease, clearing) use too."""
+    output = f"s3://{BUCKET}/csv"
+    source = upload(SAMPLE_CSV, "in/sample.csv")
+    env = {k: v for k, v in s3.environment().items() if k != "AWS_ENDPOINT_URL"}
+    flags = ["--input", source, "--output", output, *splits, f"--s3_endpoint_url={s3.url}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "convert", *flags],
+        cwd=REPO,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"},
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PYTHONPATH": str(REPO),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    local = local_run(tmp_path, SAMPLE_CSV, *splits)
+    expected = records(local)
+    assert records(output) == expected and sum(expected.values()) == 2000
+    assert objects(s3, output) == listed(output)
+    assert manifest_of(output)["splits"] == manifest_of(local)["splits"]
+
+
+def test_bad_rows_land_in_errors_on_s3(s3, tmp_path):
+    local_csv = tmp_path / "bad.csv"
+    local_csv.write_text(BAD_CSV, encoding="utf-8")
+    output = f"s3://{BUCKET}/bad"
+    source = upload(local_csv, "in/bad.csv")
+    convert("--input", source, "--output", output, "--max-bad-rows", "5")
+    manifest = manifest_of(output)
+    assert manifest["rows"] == 3 and manifest["bad_rows"]["count"] == 2
+    errors = sorted(name for name in objects(s3, output) if name.startswith("_errors/"))
+    assert errors == ["_errors/errors-00000-of-00001.jsonl"]
+    assert manifest["bad_rows"]["files"] == [f"{output}/{errors[0]}"]
+    rows = [json.loads(line) for line in s3.read(BUCKET, f"bad/{errors[0]}").splitlines()]
+    reason = "2 fields where the header has 3"
+    assert sorted(rows, key=lambda r: r["row"]) == [
+        {"source": source, "row": row, "column": None, "stage": "read", "reason": reason,
+         "values": {"text": text}}
+        for row, text in [(1, "2,7.5"), (3, "4,2.5")]
+    ]  # fmt: skip
+    assert objects(s3, output) == listed(output)
+    examples = [tf.train.Example.FromString(r) for r in records(output)]
+    assert sorted(e.features.feature["id"].int64_list.value[0] for e in examples) == [1, 3, 5]
+
+
+def test_overwrite_on_s3(s3, sample_out, local_sample, splits):
+    source = f"s3://{BUCKET}/in/sample.parquet"
+    output = f"s3://{BUCKET}/overwrite"
+    convert("--input", source, "--output", output, "--num-shards", "3")
+    refused = run_cli_captured(["convert", "--input", source, "--output", output])
+    assert refused.code == 2 and "pass --overwrite" in refused.err
+    args = ["--num-shards", "2", "--overwrite", *splits]
+    convert("--input", source, "--output", output, *args)
+    assert objects(s3, output) == listed(output)  # the 3 shards of the first run are gone
+    assert manifest_of(output)["splits"]["train"]["files"] == [
+        "train-00000-of-00002.tfrecord.gz",
+        "train-00001-of-00002.tfrecord.gz",
+    ]
+    assert records(output) == records(local_sample)
+
+
+def test_verify_and_inspect_on_s3(s3, sample_out):
+    output = sample_out
+    verify = run_cli_captured(["verify", output, "--source", "--json"])
+    assert verify.code == 0, verify.err
+    report = json.loads(verify.out.strip().splitlines()[-1])
+    assert report["status"] == "passed"
+    assert sum(report["records_read"].values()) == 2000
+    inspect = run_cli_captured(["inspect", output, "-n", "3"])
+    assert inspect.code == 0, inspect.err
+    shown = json.loads(inspect.out)
+    assert shown["manifest"]["rows"] == 2000 and len(shown["records"]) == 3
+
+
+def rows_of(output: str, split: str) -> collections.Counter:
+    """Every row iter_batches gives for a split, as a multiset of the rows' values (repr)."""
+    rows: collections.Counter = collections.Counter()
+    for batch in iter_batches(output, split=split, batch_size=300):
+        columns = {k: v.rows() if isinstance(v, Ragged) else list(v) for k, v in batch.items()}
+        for i in range(len(next(iter(columns.values())))):
+            rows[repr([(k, np.asarray(columns[k][i]).tolist()) for k in sorted(columns)])] += 1
+    return rows
+
+
+def test_numpy_reader_and_index_on_s3(s3, local_sample, splits):
+    """The TensorFlow-free reader reads an output on s3:// (through the same filesystem layer as
+    the job) as it reads the local run; --index writes each shard's index there, and a record
+    read by number is the record at that place in the sequential read."""
+    output = f"s3://{BUCKET}/indexed"
+    source = upload(SAMPLE_PARQUET, "in/indexed.parquet")
+    convert("--input", source, "--output", output, "--index", *splits)
+    read = {split: rows_of(output, split) for split in ("train", "eval")}
+    assert read == {split: rows_of(local_sample, split) for split in read}
+    assert sum(sum(rows.values()) for rows in read.values()) == 2000
+    manifest = manifest_of(output)
+    indexes = [s["index"] for s in manifest["splits"]["train"]["shards"]]
+    assert len(indexes) == len(manifest["splits"]["train"]["files"])
+    assert set(indexes) <= objects(s3, output)
+    records_index = RecordIndex(output, split="train")
+    sequential = next(iter_batches(output, batch_size=len(records_index)))
+    picks = [0, 1, len(records_index) // 2, len(records_index) - 1]
+    got = records_index.batch(np.asarray(picks))
+    for key, column in sequential.items():
+        want = column.rows() if isinstance(column, Ragged) else list(column)
+        have = got[key].rows() if isinstance(got[key], Ragged) else list(got[key])
+        for j, i in enumerate(picks):
+            assert np.asarray(have[j]).tolist() == np.asarray(want[i]).tolist(), (key, i)
+
+
+# ----------------------------------------------------------------------------- subprocesses
+
+
+def big_input(tmp_path) -> str:
+    rng = np.random.default_rng(11)
+    table = pa.table({"id": np.arange(ROWS), "x": rng.random(ROWS)})
+    path = tmp_path / "big.parquet"
+    pq.write_table(table, path, row_group_size=2_000)
+    return upload(path, f"in/{tmp_path.name}.parquet"), path
+
+
+def convert_process(s3: S3Emulator, source: str, output: str, *extra: str):
+    args = ["convert", "--input", source, "--output", output, "--batch-rows", "2000", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **s3.environment()),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+def test_killed_run_then_rerun_on_s3(s3, tmp_path):
+    source, local_source = big_input(tmp_path)
+    output = f"s3://{BUCKET}/killed"
+    proc = convert_process(s3, source, output, "--shard-mb", "0.1")
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(name != LEASE_NAME for name in objects(s3, output)):
+                break  # a temp shard is written
+            time.sleep(0.02)
+        assert proc.poll() is None, "the job ended before it could be killed"
+    finally:
+        stop(proc)
+    assert proc.returncode == -signal.SIGKILL
+    left = objects(s3, output)
+    assert LEASE_NAME in left and "manifest.json" not in left
+    assert any(name.startswith("beam-temp-") for name in left)  # what a killed run leaves
+    convert("--input", source, "--output", output)  # takes over the dead run's lease
+    assert objects(s3, output) == listed(output)  # no temp, orphan or lease object
+    assert manifest_of(output)["rows"] == ROWS
+    assert records(output) == records(local_run(tmp_path, local_source))
+
+
+def test_two_runs_at_once_on_s3(s3, tmp_path):
+    source, _ = big_input(tmp_path)
+    output = f"s3://{BUCKET}/race"
+    procs = [convert_process(s3, source, output) for _ in range(2)]
+    results = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            results.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            stop(proc)
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    (loser,) = [err for code, err in results if code != 0]
+    assert "another run holds the output" in loser and f"{output}/{LEASE_NAME}" in loser
+    assert objects(s3, output) == listed(output)
+    assert manifest_of(output)["rows"] == ROWS
+    verify = run_cli_captured(["verify", output])
+    assert verify.code == 0, verify.out + verify.err
+
+
+def test_a_lease_from_another_host_refuses_a_run_on_s3(s3):
+    output = f"s3://{BUCKET}/foreign"
+    lease = {
+        "run_id": "beef",
+        "host": "elsewhere",
+        "pid": 7,
+        "started": "2026-01-01T00:00:00+00:00",
+    }
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:
+        f.write(json.dumps(lease).encode("utf-8"))
+    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", output])
+    assert result.code == 2
+    assert "another run holds the output: run beef (host elsewhere, pid 7" in result.err
+    assert f"delete {output}/{LEASE_NAME} and run again" in result.err
+    assert objects(s3, output) == {LEASE_NAME}
+
+
+def test_lease_calls_on_s3(s3):
+    output = f"s3://{BUCKET}/lease-calls"
+    lease = acquire_lease(output)
+    with pytest.raises(OutputLeasedError, match="another run holds the output"):
+        acquire_lease(output)  # If-None-Match: *: refused while the object exists
+    check_lease(output, lease.run_id)
+    replaced = {**lease.to_json(), "run_id": "other"}
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:  # another run took it over
+        f.write(json.dumps(replaced).encode("utf-8"))
+    with pytest.raises(LeaseLostError, match="another run holds the output now"):
+        check_lease(output, lease.run_id)
+    assert not release_lease(output, lease.run_id)  # not ours: kept
+    assert objects(s3, output) == {LEASE_NAME}
+    assert release_lease(output, "other")
+    assert objects(s3, output) == set()
+
+
+def test_the_emulator_honours_the_conditional_writes(s3):
+    """The S3 rule the lease relies on, as moto answers it: a PutObject with If-None-Match: *
+    is refused (412) while the key exists, a DeleteObject with an If-Match ETag that is not the
+    object's is refused (412), and with the object's ETag it deletes."""
+    from botocore.exceptions import ClientError
+
+    client, key = s3.client(), "rule/object"
+    client.put_object(Bucket=BUCKET, Key=key, Body=b"first", IfNoneMatch="*")
+    with pytest.raises(ClientError) as refused:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"second", IfNoneMatch="*")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.read(BUCKET, key) == b"first"
+    old = client.head_object(Bucket=BUCKET, Key=key)["ETag"]
+    client.put_object(Bucket=BUCKET, Key=key, Body=b"replaced")
+    with pytest.raises(ClientError) as stale:
+        client.delete_object(Bucket=BUCKET, Key=key, IfMatch=old)
+    assert stale.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.read(BUCKET, key) == b"replaced"
+    client.delete_object(
+        Bucket=BUCKET, Key=key, IfMatch=client.head_object(Bucket=BUCKET, Key=key)["ETag"]
+    )
+    assert s3.objects(BUCKET, "rule/") == []
+
+
+def test_plan_on_s3(s3, sample_out):
+    """plan reads the Parquet footer on s3://, chooses Beam for an object store, writes nothing."""
+    source, output = f"s3://{BUCKET}/in/sample.parquet", f"s3://{BUCKET}/planned"
+    plan = run_cli_captured(["plan", "--input", source, "--output", output, "--json"])
+    assert plan.code == 0, plan.err
+    shown = json.loads(plan.out)
+    assert shown["read"]["rows"] == 2000 and shown["read"]["files"] == 1
+    assert shown["engine"]["name"] == "beam"
+    assert objects(s3, output) == set()
+
+
+def test_load_dataset_on_s3_says_tensorflow_cannot_read_it(s3, sample_out):
+    """TensorFlow 2.21 has no s3:// filesystem: load_dataset says so when it is called, naming
+    the shard and the reader that can (the manifest itself is read through Beam's)."""
+    from pipeline.reader.dataset import load_dataset
+
+    if "s3" in tf.io.gfile.get_registered_schemes():
+        pytest.skip("this TensorFlow has an s3:// filesystem registered")
+    with pytest.raises(ValueError, match=r"TensorFlow cannot read s3://.*iter_batches") as err:
+        load_dataset(sample_out, split="train")
+    assert f"{sample_out}/train-00000-of-" in str(err.value)
