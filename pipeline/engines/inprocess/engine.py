@@ -35,23 +35,25 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
+import pipeline.engines.inprocess.units as units
 from pipeline.engines.finish import finish_job
-from pipeline.engines.inprocess import units
-from pipeline.engines.inprocess.pool import run_items
-from pipeline.engines.inprocess.units import (
+from pipeline.engines.inprocess.after_convert import (
     Bucket,
-    Job,
     Shard,
     TaskBlocks,
+    assemble_task,
+    encode_bucket,
+    write_grouped_shard,
+)
+from pipeline.engines.inprocess.pool import run_items
+from pipeline.engines.inprocess.units import (
+    Job,
     Unit,
     UnitOutput,
-    assemble_task,
     describe_unit,
-    encode_bucket,
     fit_unit,
     merge_output,
     plan_units,
-    write_grouped_shard,
 )
 from pipeline.engines.interface import EngineResult, RunContext
 from pipeline.job.plan import JobPlan

@@ -5,9 +5,8 @@ The pieces of work, each a phase of the job (pipeline/engines/inprocess/engine.p
 - a `Unit` (one work item of one read task: a Parquet row group, a CSV or JSON Lines file):
   `fit_unit` adds its rows to an analysis pass; `convert_unit` reads, splits, preprocesses,
   reads its `files:` columns and encodes it, and writes or spills its records (`UnitOutput`);
-- a task's spilled blocks: `assemble_task` writes the task's rolling files (workers > 1);
-- a grouped sequence's bucket: `encode_bucket` encodes its sequences and writes or spills them;
-- a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces.
+- the pieces after the convert phase (a task's spilled blocks, a grouped sequence's bucket, a
+  shard of a grouped write): after_convert.py.
 
 They call the functions the Beam job's DoFns call (transforms/convert.py, transforms/write/,
 transforms/sequence/, transforms/stats/), so the records are the Beam job's.
@@ -28,32 +27,26 @@ from transforms.deadletter import isolate_bad_rows
 from transforms.encode.records import BatchStats, EncodedBatch
 from transforms.preprocess.chain import analysis_inputs
 from transforms.read.work import ReadTask, WorkItem, read_work_item
-from transforms.sequence.encode import encode_groups
-from transforms.sequence.spill import RowsRef, read_bucket, spill_batch
+from transforms.sequence.spill import RowsRef, spill_batch
 from transforms.stats.accumulator import StatisticsAccumulator
 from transforms.write.files import BlockFile, ShardPart, block_compressor, temp_path
-from transforms.write.grouped.pieces import ShardSpiller, SpillRef, write_shard
+from transforms.write.grouped.pieces import ShardSpiller, SpillRef
 from transforms.write.grouped.spill import SpillWriter, buckets_per_shard
 from transforms.write.progress import SinkProgress
-from transforms.write.rolling.blocks import BlockReader, BlockRef, BlockSpill
+from transforms.write.rolling.blocks import BlockRef, BlockSpill
 from transforms.write.rolling.task_files import TaskFiles
 
 __all__ = [
-    "Bucket",
+    "BadRows",
     "Job",
-    "Shard",
-    "TaskBlocks",
     "Unit",
     "UnitOutput",
-    "assemble_task",
     "convert_task",
     "convert_unit",
     "describe_unit",
-    "encode_bucket",
     "fit_unit",
     "merge_output",
     "plan_units",
-    "write_grouped_shard",
 ]
 
 BadRows = list[dict[str, Any]]
@@ -383,98 +376,3 @@ def _spill_rows(
     )
     index = names.index(split)
     out.rows.extend(((index, bucket), ref) for bucket, ref in refs)
-
-
-# -- the rolling files of a task, from its blocks (workers > 1) ----------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskBlocks:
-    """One split's spilled blocks of one task, in the order one worker would write them."""
-
-    split: str
-    task: int
-    blocks: tuple[BlockRef, ...]
-
-
-def assemble_task(job: Job, item: TaskBlocks) -> list[ShardPart]:
-    """The task's rolling files of the split, from its blocks: byte for byte the files one
-    worker writes from the batches (TaskFiles.write_block)."""
-    files = job.task_files(item.split, item.task, report=False)  # told as they were spilled
-    parts: list[ShardPart] = []
-    blocks = BlockReader()
-    try:
-        for ref in item.blocks:
-            parts += files.write_block(ref, blocks)
-        parts += files.close()
-    finally:
-        blocks.close()
-    return parts
-
-
-# -- grouped sequences ---------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Bucket:
-    """A grouped sequence's bucket of one split: where its rows were spilled."""
-
-    split_index: int
-    bucket: int
-    refs: tuple[RowsRef, ...]
-
-
-@dataclasses.dataclass
-class BucketOutput:
-    counts: BatchStats
-    bad: BadRows
-    parts: list[ShardPart]
-    pieces: list[tuple[int, SpillRef]]
-
-
-def encode_bucket(job: Job, item: Bucket) -> BucketOutput:
-    """The bucket's SequenceExamples (EncodeGroups' work), written as the bucket's task (rolling)
-    or spilled by shard (a grouped write)."""
-    conversion = job.conversion
-    rows = read_bucket(list(item.refs))
-    encoded, stats, bad = encode_groups(rows, conversion.sequence, conversion.framed)
-    name = conversion.splits[item.split_index][0]
-    split_rows = {name: stats.rows} if stats.rows else {}
-    out = BucketOutput(BatchStats(stats.rows, stats.nulls, split_rows, stats.steps), bad, [], [])
-    if encoded is None:
-        return out
-    # The bucket is the writer's task: one bucket's records stay together.
-    records = dataclasses.replace(encoded, task=item.bucket, first_row=item.bucket)
-    if job.grouping[name].num_shards > 0:
-        spiller = job.shard_spiller(name)
-        out.pieces = spiller.spill(records)
-        spiller.close()
-    else:
-        files = job.task_files(name, item.bucket)
-        out.parts = files.write(records) + files.close()
-    job.flush_progress()
-    return out
-
-
-# -- grouped writes ------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Shard:
-    """One shard of a grouped split: where its records were spilled."""
-
-    split: str
-    shard: int
-    refs: tuple[SpillRef, ...]
-
-
-def write_grouped_shard(job: Job, item: Shard) -> ShardPart:
-    """The shard's temp file from its spilled pieces (WriteShardFn's work)."""
-    config = job.plan.config
-    progress = job.progress(item.split)
-    part = write_shard(
-        item.shard, item.refs, item.split, job.temp_dir, config.compression, job.compress(),
-        job.grouping[item.split].seed, None if progress is None else progress.add,
-    )  # fmt: skip
-    job.flush_progress()
-    return part

@@ -1,0 +1,123 @@
+"""The pieces of work after the convert phase (pipeline/engines/inprocess/engine.py), each a
+plain function of the `Job` (units.py):
+- a task's spilled blocks: `assemble_task` writes the task's rolling files (workers > 1);
+- a grouped sequence's bucket: `encode_bucket` encodes its sequences and writes or spills them;
+- a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.engines.inprocess.units import BadRows, Job
+from transforms.encode.records import BatchStats
+from transforms.sequence.encode import encode_groups
+from transforms.sequence.spill import RowsRef, read_bucket
+from transforms.write.files import ShardPart
+from transforms.write.grouped.pieces import SpillRef, write_shard
+from transforms.write.rolling.blocks import BlockReader, BlockRef
+
+__all__ = [
+    "Bucket",
+    "BucketOutput",
+    "Shard",
+    "TaskBlocks",
+    "assemble_task",
+    "encode_bucket",
+    "write_grouped_shard",
+]
+
+
+# -- the rolling files of a task, from its blocks (workers > 1) ----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskBlocks:
+    """One split's spilled blocks of one task, in the order one worker would write them."""
+
+    split: str
+    task: int
+    blocks: tuple[BlockRef, ...]
+
+
+def assemble_task(job: Job, item: TaskBlocks) -> list[ShardPart]:
+    """The task's rolling files of the split, from its blocks: byte for byte the files one
+    worker writes from the batches (TaskFiles.write_block)."""
+    files = job.task_files(item.split, item.task, report=False)  # told as they were spilled
+    parts: list[ShardPart] = []
+    blocks = BlockReader()
+    try:
+        for ref in item.blocks:
+            parts += files.write_block(ref, blocks)
+        parts += files.close()
+    finally:
+        blocks.close()
+    return parts
+
+
+# -- grouped sequences ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bucket:
+    """A grouped sequence's bucket of one split: where its rows were spilled."""
+
+    split_index: int
+    bucket: int
+    refs: tuple[RowsRef, ...]
+
+
+@dataclasses.dataclass
+class BucketOutput:
+    counts: BatchStats
+    bad: BadRows
+    parts: list[ShardPart]
+    pieces: list[tuple[int, SpillRef]]
+
+
+def encode_bucket(job: Job, item: Bucket) -> BucketOutput:
+    """The bucket's SequenceExamples (EncodeGroups' work), written as the bucket's task (rolling)
+    or spilled by shard (a grouped write)."""
+    conversion = job.conversion
+    rows = read_bucket(list(item.refs))
+    encoded, stats, bad = encode_groups(rows, conversion.sequence, conversion.framed)
+    name = conversion.splits[item.split_index][0]
+    split_rows = {name: stats.rows} if stats.rows else {}
+    out = BucketOutput(BatchStats(stats.rows, stats.nulls, split_rows, stats.steps), bad, [], [])
+    if encoded is None:
+        return out
+    # The bucket is the writer's task: one bucket's records stay together.
+    records = dataclasses.replace(encoded, task=item.bucket, first_row=item.bucket)
+    if job.grouping[name].num_shards > 0:
+        spiller = job.shard_spiller(name)
+        out.pieces = spiller.spill(records)
+        spiller.close()
+    else:
+        files = job.task_files(name, item.bucket)
+        out.parts = files.write(records) + files.close()
+    job.flush_progress()
+    return out
+
+
+# -- grouped writes ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One shard of a grouped split: where its records were spilled."""
+
+    split: str
+    shard: int
+    refs: tuple[SpillRef, ...]
+
+
+def write_grouped_shard(job: Job, item: Shard) -> ShardPart:
+    """The shard's temp file from its spilled pieces (WriteShardFn's work)."""
+    config = job.plan.config
+    progress = job.progress(item.split)
+    part = write_shard(
+        item.shard, item.refs, item.split, job.temp_dir, config.compression, job.compress(),
+        job.grouping[item.split].seed, None if progress is None else progress.add,
+    )  # fmt: skip
+    job.flush_progress()
+    return part
