@@ -5,7 +5,7 @@ complete output. Paths of shards are relative to the output directory, so it can
 a listed path that would leave it is refused when the manifest is parsed (`from_json`).
 `Manifest` is built in one place (pipeline/engines/finish.py, when the job ends) and read
 through its attributes by the reader, verify, inspect, the drift check, the run summary and the
-report.
+report. Its sections are typed records of their own (sections.py), named here too.
 Beam's FileSystems is imported by the functions that open files, so parsing a manifest
 (`Manifest.from_json`) imports no Beam. `statistics` and `schema` name the TF Metadata files
 (per split `DatasetFeatureStatisticsList`, `schema.pbtxt`) when the run wrote them.
@@ -22,6 +22,15 @@ from typing import Any
 
 from pipeline.output.checks import TF_COMPRESSION, check_manifest_json
 from pipeline.output.entries import check_no_link
+from pipeline.output.sections import (
+    BadRowFiles,
+    SequenceSection,
+    ShardEntry,
+    Sharding,
+    SplitEntry,
+    SplitRule,
+    StoredFeature,
+)
 from transforms import fs
 from transforms.encode.features import FeatureSpec
 
@@ -44,114 +53,6 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class StoredFeature:
-    """One manifest feature entry: the writer's FeatureSpec and how many rows were null."""
-
-    spec: FeatureSpec
-    null_count: int = 0
-
-    @classmethod
-    def from_json(cls, entry: Mapping[str, Any]) -> StoredFeature:
-        return cls(FeatureSpec.from_json(entry), int(entry.get("null_count", 0)))
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.spec.to_json(), "null_count": int(self.null_count)}
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def nullable(self) -> bool:
-        return self.null_count > 0
-
-    @property
-    def ragged(self) -> bool:
-        """Whether it comes back as a RaggedTensor (a variable-length list or outer dim)."""
-        shape = self.spec.shape
-        return shape is None or (len(shape) > 0 and shape[0] < 0)
-
-    @property
-    def has_mask(self) -> bool:
-        """Whether `restore` adds a `__present` mask (a nullable scalar or fixed array)."""
-        return self.nullable and not self.ragged
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardEntry:
-    """One shard: its path relative to the output; records and bytes when the writer counted
-    them (None for Beam's own TFRecord sink); its index file with `--index`
-    (transforms/write/index.py)."""
-
-    file: str
-    rows: int | None
-    bytes: int | None
-    index: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"file": self.file, "rows": self.rows, "bytes": self.bytes}
-        if self.index is not None:  # outputs without one keep the entries they always had
-            out["index"] = self.index
-        return out
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitEntry:
-    rows: int
-    files: tuple[str, ...]
-    shards: tuple[ShardEntry, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitRule:
-    """How rows were assigned to splits: weights in order, the key column, the salt."""
-
-    weights: Mapping[str, int]
-    key: str | None = None
-    salt: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Sharding:
-    num_shards: int
-    shard_mb: float
-    estimated_bytes: int
-    shuffle: Mapping[str, Any] | None = None  # {"splits": [...], "seed": n}
-
-
-@dataclasses.dataclass(frozen=True)
-class BadRowFiles:
-    count: int = 0
-    files: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class SequenceSection:
-    """The records are tf.train.SequenceExamples: the manifest's `features` are their context,
-    these their feature lists (one Feature per step); grouped by `group_by` in `order_by` order,
-    or the elements of the list column `column` (`null_lists`: rows whose list was null)."""
-
-    features: tuple[StoredFeature, ...]
-    steps: int
-    group_by: tuple[str, ...] = ()
-    order_by: str | None = None
-    column: str | None = None
-    null_lists: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        features = [f.to_json() for f in self.features]
-        return {**plain, "group_by": list(self.group_by), "features": features}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SequenceSection:
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
-        features = tuple(StoredFeature.from_json(f) for f in data["features"])
-        group_by = tuple(values.get("group_by", ()))
-        return cls(**{**values, "group_by": group_by, "features": features})
 
 
 @dataclasses.dataclass(frozen=True)
