@@ -489,8 +489,11 @@ def _kill_when_writing(source: Path, out: Path) -> int:
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if list(out.glob("beam-temp-*/*")):
-                break  # the run writes its shards
+            try:
+                if list(out.glob("beam-temp-*/*")):
+                    break  # the run writes its shards
+            except FileNotFoundError:
+                pass  # a folder of the tree that the run's --overwrite cleared while we looked
             time.sleep(0.005)
     finally:
         if proc.poll() is None:
