@@ -7,7 +7,8 @@ manifest's spec checks those). A record the walk cannot follow (a group, field n
 2**29 - 1, a negative length or one past the end) is decoded with protobuf instead, so the
 result is protobuf's: several `features` fields merge, a key given twice counts once. Keys
 are matched to the feature names by their bytes (a 64-bit hash groups them, then each key of
-a group is compared byte for byte).
+a group is compared byte for byte). The wire primitives (varint, tag, length, skip) are the
+encoder kernel's (`transforms/encode/kernel/locate.py`): one owner of the wire format.
 """
 
 from __future__ import annotations
@@ -19,64 +20,10 @@ from google.protobuf.message import DecodeError
 from numba import njit
 
 from pipeline.verify.example_pb import Example
+from transforms.encode.kernel.locate import read_length, read_tag, skip_field
 from transforms.hashing import hash_ranges
 
 __all__ = ["entry_keys", "feature_presence"]
-
-
-@njit(cache=True)
-def _varint(buf, p, end):  # noqa: ANN001, ANN202
-    """(value, position after it), or (0, -1) when it runs past `end` or over 64 bits."""
-    value, shift = 0, 0
-    while p < end:
-        b = buf[p]
-        p += 1
-        value |= np.int64(b & 0x7F) << shift
-        if b < 0x80:
-            return value, p
-        shift += 7
-        if shift > 63:
-            return 0, -1
-    return 0, -1
-
-
-@njit(cache=True)
-def _tag(buf, p, end):  # noqa: ANN001, ANN202
-    """A field's tag: (tag, position after it), or (0, -1) for one protobuf rejects: field
-    number 0 or over protobuf's largest (2**29 - 1)."""
-    tag, p = _varint(buf, p, end)
-    if p < 0 or tag >> 3 == 0 or tag < 0 or tag > 0xFFFFFFFF:
-        return 0, -1
-    return tag, p
-
-
-@njit(cache=True)
-def _length(buf, p, end):  # noqa: ANN001, ANN202
-    """A length-delimited field's length: (length, position after it), or (0, -1) when it is
-    not there or negative (over 63 bits), which protobuf rejects."""
-    n, p = _varint(buf, p, end)
-    if p < 0 or n < 0:
-        return 0, -1
-    return n, p
-
-
-@njit(cache=True)
-def _skip(buf, p, end, wire):  # noqa: ANN001, ANN202
-    """The position after a field's value of wire type `wire`, or -1."""
-    if wire == 0:
-        p = _varint(buf, p, end)[1]
-    elif wire == 1:
-        p += 8
-    elif wire == 2:
-        n, p = _length(buf, p, end)
-        if p < 0:
-            return -1
-        p += n
-    elif wire == 5:
-        p += 4
-    else:  # groups (3, 4) and the unused types: left to protobuf
-        return -1
-    return p if 0 <= p <= end else -1
 
 
 @njit(cache=True)
@@ -84,16 +31,16 @@ def _entry_key(buf, p, end):  # noqa: ANN001, ANN202
     """(key start, key end) of one map entry in buf[p:end] (empty when it has none), or -1s."""
     ks = ke = p
     while p < end:
-        tag, p = _tag(buf, p, end)
+        tag, p = read_tag(buf, p, end)
         if p < 0:
             return -1, -1
         if tag == 0x0A:
-            n, p = _length(buf, p, end)
+            n, p = read_length(buf, p, end)
             if p < 0 or p + n > end:
                 return -1, -1
             ks, ke, p = p, p + n, p + n
         else:
-            p = _skip(buf, p, end, tag & 7)
+            p = skip_field(buf, p, end, tag & 7)
             if p < 0:
                 return -1, -1
     return ks, ke
@@ -113,21 +60,21 @@ def entry_keys(buf, offsets):  # noqa: ANN001, ANN201
     for i in range(n):
         p, end, first = offsets[i], offsets[i + 1], k
         while p < end and ok[i]:
-            tag, p = _tag(buf, p, end)
+            tag, p = read_tag(buf, p, end)
             if p < 0:
                 ok[i] = False
             elif tag == 0x0A:  # features
-                size, p = _length(buf, p, end)
+                size, p = read_length(buf, p, end)
                 if p < 0 or p + size > end:
                     ok[i] = False
                     break
                 stop = p + size
                 while p < stop and ok[i]:
-                    tag, p = _tag(buf, p, stop)
+                    tag, p = read_tag(buf, p, stop)
                     if p < 0:
                         ok[i] = False
                     elif tag == 0x0A:  # one map entry
-                        size, p = _length(buf, p, stop)
+                        size, p = read_length(buf, p, stop)
                         if p < 0 or p + size > stop:
                             ok[i] = False
                             break
@@ -139,10 +86,10 @@ def entry_keys(buf, offsets):  # noqa: ANN001, ANN201
                         k += 1
                         p += size
                     else:
-                        p = _skip(buf, p, stop, tag & 7)
+                        p = skip_field(buf, p, stop, tag & 7)
                         ok[i] = p >= 0
             else:
-                p = _skip(buf, p, end, tag & 7)
+                p = skip_field(buf, p, end, tag & 7)
                 ok[i] = p >= 0
         if not ok[i]:
             k = first

@@ -23,8 +23,8 @@ import numpy as np
 from numba import njit
 
 from pipeline.output.manifest import StoredFeature
-from pipeline.verify.keys import _varint
 from transforms.encode.features import FLOAT64_BYTES
+from transforms.encode.kernel.locate import read_varint
 
 __all__ = ["FeatureTable", "feature_table", "scan_records"]
 
@@ -110,7 +110,7 @@ def _small(buf, p, end):  # noqa: ANN001, ANN202
     """A tag or a length: one byte below 0x80 read at once, else the general varint walk."""
     if p < end and buf[p] < 0x80:
         return np.int64(buf[p]), p + 1
-    return _varint(buf, p, end)
+    return read_varint(buf, p, end)
 
 
 @njit(cache=True, inline="always")
