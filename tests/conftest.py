@@ -57,6 +57,9 @@ SAMPLE_CSV = SAMPLE_DIR / "trips.csv"
 PEER_DATA_ENV = "TFRECORD_ETL_PEER_DATA"
 DEFAULT_PEER_DATA = REPO.parent / "shared" / "peer-data" / "tfx-chicago-taxi"
 
+# The object-store tests' shared fixtures (splits, local_sample).
+pytest_plugins = ("object_store",)
+
 
 # ----------------------------------------------------------------------------- records
 

@@ -21,14 +21,25 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import numpy as np
+import object_store
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, run_cli_captured
+from object_store import (
+    BAD_CSV,
+    BUCKET,
+    ROWS,
+    convert,
+    listed,
+    local_run,
+    manifest_of,
+    objects,
+    records,
+)
 from s3_emulator import S3Emulator
 
 from pipeline.output.lease import (
@@ -42,11 +53,6 @@ from pipeline.output.lease import (
 from pipeline.reader.arrays import Ragged, iter_batches
 from pipeline.reader.index import RecordIndex
 from transforms.fs import FileSystems
-from transforms.write.tfrecord import read_records
-
-BUCKET = "bucket"
-ROWS = 30_000
-BAD_CSV = "id,amount,name\n1,1.5,a\n2,7.5\n3,0,c\n4,2.5\n5,3.5,e\n"  # 2 short rows
 
 
 @pytest.fixture(scope="module")
@@ -57,64 +63,7 @@ def s3():
 
 
 def upload(local, name: str) -> str:
-    path = f"s3://{BUCKET}/{name}"
-    with open(local, "rb") as f, FileSystems.create(path) as g:
-        g.write(f.read())
-    return path
-
-
-def manifest_of(output: str) -> dict:
-    with FileSystems.open(f"{output}/manifest.json") as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
-def records(output: str) -> collections.Counter:
-    """Every record of every split the manifest lists, read through Beam's filesystem, as a
-    multiset of bytes."""
-    manifest = manifest_of(output)
-    files = [f"{output.rstrip('/')}/{f}" for s in manifest["splits"].values() for f in s["files"]]
-    return collections.Counter(r for f in files for r in read_records(f, sys.maxsize))
-
-
-def objects(s3: S3Emulator, output: str) -> set[str]:
-    """Every object under the output, relative to it."""
-    prefix = output.removeprefix(f"s3://{BUCKET}/").rstrip("/") + "/"
-    return {name.removeprefix(prefix) for name in s3.objects(BUCKET, prefix)}
-
-
-def listed(output: str) -> set[str]:
-    manifest = manifest_of(output)
-    shards = {f for s in manifest["splits"].values() for f in s["files"]}
-    errors = {f"_errors/{f.rsplit('/', 1)[-1]}" for f in manifest["bad_rows"]["files"]}
-    metadata = [*manifest.get("statistics", {}).values(), manifest["schema"]]
-    transform = manifest.get("transform", {}).get("files", [])
-    return {"manifest.json", *shards, *errors, *transform, *metadata}
-
-
-def convert(*args) -> None:
-    result = run_cli_captured(["convert", *map(str, args)])
-    assert result.code == 0, result.err
-
-
-def local_run(tmp_path, source, *args) -> str:
-    """The same job into a new local directory: the clean run to compare with."""
-    out = tmp_path / f"local-{uuid.uuid4().hex[:8]}"
-    convert("--input", source, "--output", out, *args)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
-def splits(tmp_path_factory) -> list[str]:
-    """Two splits, train and eval (a config key: there is no flag for it)."""
-    config = tmp_path_factory.mktemp("config") / "splits.yaml"
-    config.write_text("splits: {train: 8, eval: 2}\n", encoding="utf-8")
-    return ["--config", str(config)]
-
-
-@pytest.fixture(scope="module")
-def local_sample(tmp_path_factory, splits) -> str:
-    """The sample Parquet converted into a local directory: the clean run to compare with."""
-    return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *splits)
+    return object_store.upload(local, f"s3://{BUCKET}/{name}")
 
 
 @pytest.fixture(scope="module")
