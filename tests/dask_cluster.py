@@ -18,16 +18,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from local_server import free_port
+
 __all__ = ["DaskCluster", "free_port"]
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(extra_path: Path | None = None) -> dict[str, str]:

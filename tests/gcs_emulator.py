@@ -29,58 +29,34 @@ gcsio (google-cloud-storage) and nothing else:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
-__all__ = ["GcsEmulator", "free_port"]
+from local_server import LocalServer, free_port
+
+__all__ = ["GcsEmulator", "free_port"]  # free_port: from tests/local_server.py
 
 _PROJECT = "emulator-project"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class GcsEmulator:
+class GcsEmulator(LocalServer):
     """gcp-storage-emulator on 127.0.0.1:`port` with `buckets` created; a context manager."""
 
+    name = "GCS emulator"
+
     def __init__(self, buckets: tuple[str, ...] = ("bucket",)) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="gcs-emulator-"))
+        super().__init__()
         self.buckets = buckets
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
-        self.log = self.workdir / "emulator.log"
         self._credentials = self.workdir / "credentials.json"
 
-    def __enter__(self) -> GcsEmulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def start(self, timeout: float = 30.0) -> None:
+    def command(self) -> list[str]:
         self._credentials.write_text(
             json.dumps(
                 {
@@ -94,24 +70,16 @@ class GcsEmulator:
             ),
             encoding="utf-8",
         )
-        with open(self.log, "wb") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, __file__, str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop() ends all of it
-            )
-        deadline = time.monotonic() + timeout
-        while not self._ready():
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"the GCS emulator exited with {self._process.returncode}: "
-                    f"{self.log.read_text(errors='replace')[-2000:]}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the GCS emulator did not answer on {self.url} in {timeout} s")
-            time.sleep(0.05)
+        return [sys.executable, __file__, str(self.port)]
+
+    def ready(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=2).close()
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def prepared(self) -> None:
         for name in self.buckets:
             request = urllib.request.Request(
                 f"{self.url}/storage/v1/b?project={_PROJECT}",
@@ -120,26 +88,6 @@ class GcsEmulator:
                 method="POST",
             )
             urllib.request.urlopen(request, timeout=10).close()
-
-    def _ready(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=2).close()
-            return True
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
     def environment(self) -> dict[str, str]:
         """The variables a process needs to use the emulator (see the module docstring)."""
@@ -152,20 +100,6 @@ class GcsEmulator:
             "GCE_METADATA_IP": closed,
             "NO_GCE_CHECK": "True",
         }
-
-    @contextlib.contextmanager
-    def environ(self) -> Iterator[None]:
-        """This process's environment set to reach the emulator, restored on exit."""
-        saved = {key: os.environ.get(key) for key in self.environment()}
-        os.environ.update(self.environment())
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def objects(self, bucket: str, prefix: str = "") -> list[str]:
         """Every object name in `bucket` under `prefix` (the whole tree, no delimiter)."""

@@ -15,88 +15,41 @@ machine's user (`AWS_CONFIG_FILE`, `AWS_SHARED_CREDENTIALS_FILE` point at empty 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from gcs_emulator import free_port
+from local_server import LocalServer
 
 __all__ = ["S3Emulator"]
 
 
-class S3Emulator:
+class S3Emulator(LocalServer):
     """moto's S3 server on 127.0.0.1:`port` with `buckets` created; a context manager."""
 
+    name = "S3 emulator"
+
     def __init__(self, buckets: tuple[str, ...] = ("bucket",)) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="s3-emulator-"))
+        super().__init__()
         self.buckets = buckets
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = self.workdir / "emulator.log"
-        self._process: subprocess.Popen | None = None
 
-    def __enter__(self) -> S3Emulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def start(self, timeout: float = 60.0) -> None:
+    def command(self) -> list[str]:
         for name in ("config", "credentials"):
             (self.workdir / name).write_text("", encoding="utf-8")
-        with open(self.log, "wb") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop() ends all of it
-            )
-        deadline = time.monotonic() + timeout
-        while not self._ready():
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"the S3 emulator exited with {self._process.returncode}: "
-                    f"{self.log.read_text(errors='replace')[-2000:]}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the S3 emulator did not answer on {self.url} in {timeout} s")
-            time.sleep(0.05)
-        client = self.client()
-        for name in self.buckets:
-            client.create_bucket(Bucket=name)
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
         try:
             urllib.request.urlopen(f"{self.url}/moto-api/", timeout=2).close()
             return True
         except (urllib.error.URLError, OSError):
             return False
 
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    def prepared(self) -> None:
+        client = self.client()
+        for name in self.buckets:
+            client.create_bucket(Bucket=name)
 
     def environment(self) -> dict[str, str]:
         """The variables a process needs to use the emulator (see the module docstring)."""
@@ -109,20 +62,6 @@ class S3Emulator:
             "AWS_SHARED_CREDENTIALS_FILE": str(self.workdir / "credentials"),
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-
-    @contextlib.contextmanager
-    def environ(self) -> Iterator[None]:
-        """This process's environment set to reach the emulator, restored on exit."""
-        saved = {key: os.environ.get(key) for key in self.environment()}
-        os.environ.update(self.environment())
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     def client(self) -> Any:
         """A boto3 S3 client of the emulator (for the tests' own checks)."""
