@@ -7,13 +7,30 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE_PARQUET, run_cli_captured
+from conftest import REPO, SAMPLE_PARQUET, run_cli_captured
 
+from pipeline.output.lease import (
+    LEASE_NAME,
+    LeaseLostError,
+    OutputLeasedError,
+    acquire_lease,
+    check_lease,
+    release_lease,
+)
 from transforms.fs import FileSystems
 from transforms.write.tfrecord import read_records
 
@@ -24,6 +41,8 @@ BAD_CSV = "id,amount,name\n1,1.5,a\n2,7.5\n3,0,c\n4,2.5\n5,3.5,e\n"  # 2 short r
 
 class Emulator(Protocol):
     def objects(self, bucket: str, prefix: str) -> list[str]: ...
+
+    def environment(self) -> dict[str, str]: ...
 
 
 def upload(local, url: str) -> str:
@@ -86,3 +105,123 @@ def splits(tmp_path_factory) -> list[str]:
 def local_sample(tmp_path_factory, splits) -> str:
     """The sample Parquet converted into a local directory: the clean run to compare with."""
     return local_run(tmp_path_factory.mktemp("local"), SAMPLE_PARQUET, *splits)
+
+
+# ----------------------------------------------------------------------------- runs as processes
+
+# The checks below are the same on every store; each store's test module calls them with its
+# emulator, the output's URL and its upload.
+
+
+def big_input(upload: Callable[[Path, str], str], tmp_path: Path) -> tuple[str, Path]:
+    """A 30,000-row Parquet file in 2,000-row groups, uploaded: (its URL, the local file)."""
+    rng = np.random.default_rng(11)
+    table = pa.table({"id": np.arange(ROWS), "x": rng.random(ROWS)})
+    path = tmp_path / "big.parquet"
+    pq.write_table(table, path, row_group_size=2_000)
+    return upload(path, f"in/{tmp_path.name}.parquet"), path
+
+
+def convert_process(emulator: Emulator, source: str, output: str, *extra: str) -> subprocess.Popen:
+    """`convert` in a process of its own (its own process group), set to reach the emulator."""
+    args = ["convert", "--input", source, "--output", output, "--batch-rows", "2000", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=REPO,
+        env=dict(
+            os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **emulator.environment()
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+
+
+def check_killed_run_then_rerun(emulator: Emulator, output: str, upload, tmp_path: Path) -> None:
+    """A run killed (SIGKILL) once it writes a temp shard leaves its lease and temp objects and
+    no manifest; a re-run takes over the dead run's lease and leaves exactly a clean run's
+    output, with the local run's records."""
+    source, local_source = big_input(upload, tmp_path)
+    proc = convert_process(emulator, source, output, "--shard-mb", "0.1")
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(name != LEASE_NAME for name in objects(emulator, output)):
+                break  # a temp shard is written
+            time.sleep(0.02)
+        assert proc.poll() is None, "the job ended before it could be killed"
+    finally:
+        stop(proc)
+    assert proc.returncode == -signal.SIGKILL
+    left = objects(emulator, output)
+    assert LEASE_NAME in left and "manifest.json" not in left
+    assert any(name.startswith("beam-temp-") for name in left)  # what a killed run leaves
+    convert("--input", source, "--output", output)  # takes over the dead run's lease
+    assert objects(emulator, output) == listed(output)  # no temp, orphan or lease object
+    assert manifest_of(output)["rows"] == ROWS
+    assert records(output) == records(local_run(tmp_path, local_source))
+
+
+def check_two_runs_at_once(emulator: Emulator, output: str, upload, tmp_path: Path) -> None:
+    """Two runs into one output at once: one wins, the other stops naming the lease, and the
+    output verifies."""
+    source, _ = big_input(upload, tmp_path)
+    procs = [convert_process(emulator, source, output) for _ in range(2)]
+    results = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            results.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            stop(proc)
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    (loser,) = [err for code, err in results if code != 0]
+    assert "another run holds the output" in loser and f"{output}/{LEASE_NAME}" in loser
+    assert objects(emulator, output) == listed(output)
+    assert manifest_of(output)["rows"] == ROWS
+    verify = run_cli_captured(["verify", output])
+    assert verify.code == 0, verify.out + verify.err
+
+
+def check_a_lease_from_another_host_refuses_a_run(emulator: Emulator, output: str) -> None:
+    lease = {
+        "run_id": "beef",
+        "host": "elsewhere",
+        "pid": 7,
+        "started": "2026-01-01T00:00:00+00:00",
+    }
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:
+        f.write(json.dumps(lease).encode("utf-8"))
+    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", output])
+    assert result.code == 2
+    assert "another run holds the output: run beef (host elsewhere, pid 7" in result.err
+    assert f"delete {output}/{LEASE_NAME} and run again" in result.err
+    assert objects(emulator, output) == {LEASE_NAME}
+
+
+def check_lease_calls(emulator: Emulator, output: str) -> None:
+    """The lease's own calls on the store: a second acquire refused while the object exists
+    (the store's conditional create), a lease taken over is lost, and only its holder's
+    release deletes it (the store's conditional delete)."""
+    lease = acquire_lease(output)
+    with pytest.raises(OutputLeasedError, match="another run holds the output"):
+        acquire_lease(output)
+    check_lease(output, lease.run_id)
+    replaced = {**lease.to_json(), "run_id": "other"}
+    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:  # another run took it over
+        f.write(json.dumps(replaced).encode("utf-8"))
+    with pytest.raises(LeaseLostError, match="another run holds the output now"):
+        check_lease(output, lease.run_id)
+    assert not release_lease(output, lease.run_id)  # not ours: kept
+    assert objects(emulator, output) == {LEASE_NAME}
+    assert release_lease(output, "other")
+    assert objects(emulator, output) == set()

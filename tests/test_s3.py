@@ -17,22 +17,17 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import object_store
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, run_cli_captured
 from object_store import (
     BAD_CSV,
     BUCKET,
-    ROWS,
     convert,
     listed,
     local_run,
@@ -42,17 +37,8 @@ from object_store import (
 )
 from s3_emulator import S3Emulator
 
-from pipeline.output.lease import (
-    LEASE_NAME,
-    LeaseLostError,
-    OutputLeasedError,
-    acquire_lease,
-    check_lease,
-    release_lease,
-)
 from pipeline.reader.arrays import Ragged, iter_batches
 from pipeline.reader.index import RecordIndex
-from transforms.fs import FileSystems
 
 
 @pytest.fixture(scope="module")
@@ -198,113 +184,25 @@ def test_numpy_reader_and_index_on_s3(s3, local_sample, splits):
             assert np.asarray(have[j]).tolist() == np.asarray(want[i]).tolist(), (key, i)
 
 
-# ----------------------------------------------------------------------------- subprocesses
-
-
-def big_input(tmp_path) -> str:
-    rng = np.random.default_rng(11)
-    table = pa.table({"id": np.arange(ROWS), "x": rng.random(ROWS)})
-    path = tmp_path / "big.parquet"
-    pq.write_table(table, path, row_group_size=2_000)
-    return upload(path, f"in/{tmp_path.name}.parquet"), path
-
-
-def convert_process(s3: S3Emulator, source: str, output: str, *extra: str):
-    args = ["convert", "--input", source, "--output", output, "--batch-rows", "2000", *extra]
-    return subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO), **s3.environment()),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+# ----------------------------------------------------------------------------- runs as processes
 
 
 def test_killed_run_then_rerun_on_s3(s3, tmp_path):
-    source, local_source = big_input(tmp_path)
     output = f"s3://{BUCKET}/killed"
-    proc = convert_process(s3, source, output, "--shard-mb", "0.1")
-    try:
-        deadline = time.monotonic() + 240
-        while proc.poll() is None and time.monotonic() < deadline:
-            if any(name != LEASE_NAME for name in objects(s3, output)):
-                break  # a temp shard is written
-            time.sleep(0.02)
-        assert proc.poll() is None, "the job ended before it could be killed"
-    finally:
-        stop(proc)
-    assert proc.returncode == -signal.SIGKILL
-    left = objects(s3, output)
-    assert LEASE_NAME in left and "manifest.json" not in left
-    assert any(name.startswith("beam-temp-") for name in left)  # what a killed run leaves
-    convert("--input", source, "--output", output)  # takes over the dead run's lease
-    assert objects(s3, output) == listed(output)  # no temp, orphan or lease object
-    assert manifest_of(output)["rows"] == ROWS
-    assert records(output) == records(local_run(tmp_path, local_source))
+    object_store.check_killed_run_then_rerun(s3, output, upload, tmp_path)
 
 
 def test_two_runs_at_once_on_s3(s3, tmp_path):
-    source, _ = big_input(tmp_path)
-    output = f"s3://{BUCKET}/race"
-    procs = [convert_process(s3, source, output) for _ in range(2)]
-    results = []
-    try:
-        for proc in procs:
-            _, err = proc.communicate(timeout=300)
-            results.append((proc.returncode, err))
-    finally:
-        for proc in procs:
-            stop(proc)
-    codes = sorted(code for code, _ in results)
-    assert codes[0] == 0 and codes[1] != 0, results
-    (loser,) = [err for code, err in results if code != 0]
-    assert "another run holds the output" in loser and f"{output}/{LEASE_NAME}" in loser
-    assert objects(s3, output) == listed(output)
-    assert manifest_of(output)["rows"] == ROWS
-    verify = run_cli_captured(["verify", output])
-    assert verify.code == 0, verify.out + verify.err
+    object_store.check_two_runs_at_once(s3, f"s3://{BUCKET}/race", upload, tmp_path)
 
 
 def test_a_lease_from_another_host_refuses_a_run_on_s3(s3):
     output = f"s3://{BUCKET}/foreign"
-    lease = {
-        "run_id": "beef",
-        "host": "elsewhere",
-        "pid": 7,
-        "started": "2026-01-01T00:00:00+00:00",
-    }
-    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:
-        f.write(json.dumps(lease).encode("utf-8"))
-    result = run_cli_captured(["convert", "--input", SAMPLE_PARQUET, "--output", output])
-    assert result.code == 2
-    assert "another run holds the output: run beef (host elsewhere, pid 7" in result.err
-    assert f"delete {output}/{LEASE_NAME} and run again" in result.err
-    assert objects(s3, output) == {LEASE_NAME}
+    object_store.check_a_lease_from_another_host_refuses_a_run(s3, output)
 
 
 def test_lease_calls_on_s3(s3):
-    output = f"s3://{BUCKET}/lease-calls"
-    lease = acquire_lease(output)
-    with pytest.raises(OutputLeasedError, match="another run holds the output"):
-        acquire_lease(output)  # If-None-Match: *: refused while the object exists
-    check_lease(output, lease.run_id)
-    replaced = {**lease.to_json(), "run_id": "other"}
-    with FileSystems.create(f"{output}/{LEASE_NAME}") as f:  # another run took it over
-        f.write(json.dumps(replaced).encode("utf-8"))
-    with pytest.raises(LeaseLostError, match="another run holds the output now"):
-        check_lease(output, lease.run_id)
-    assert not release_lease(output, lease.run_id)  # not ours: kept
-    assert objects(s3, output) == {LEASE_NAME}
-    assert release_lease(output, "other")
-    assert objects(s3, output) == set()
+    object_store.check_lease_calls(s3, f"s3://{BUCKET}/lease-calls")
 
 
 def test_the_emulator_honours_the_conditional_writes(s3):
