@@ -49,7 +49,7 @@ class StoredFeature:
     def ragged(self) -> bool:
         """Whether it comes back as a RaggedTensor (a variable-length list or outer dim)."""
         shape = self.spec.shape
-        return shape is None or (len(shape) > 0 and shape[0] < 0)
+        return shape is None or any(d < 0 for d in shape)
 
     @property
     def has_mask(self) -> bool:

@@ -29,10 +29,10 @@ from pipeline.output.manifest import StoredFeature
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
-from transforms.encode.features import FLOAT64_BYTES
+from transforms.encode.features import FLOAT64_BYTES, row_lengths_specs
 from transforms.write import tfrecord
 
-__all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
+__all__ = ["BATCH", "Frame", "RecordChecker", "read_frames", "with_row_lengths"]
 
 BATCH = 2048  # records parsed and counted together (the order findings come in follows it)
 
@@ -53,10 +53,23 @@ def read_frames(path: str, compression: str) -> Iterator[Frame]:
         yield index, offset, data, finding
 
 
+def with_row_lengths(features: Sequence[StoredFeature]) -> list[StoredFeature]:
+    """`features` and, after each list ragged below its first level, its row-lengths features
+    (int64 lists, absent exactly where the column is null): every key its records hold. The
+    parse checks that they partition the values (`parse_spec` reads them as its partitions)."""
+    out = []
+    for f in features:
+        out.append(f)
+        out += [StoredFeature(spec, f.null_count) for spec in row_lengths_specs(f.spec)]
+    return out
+
+
 def _allowed_lengths(f: StoredFeature) -> tuple[str, Any] | None:
     """How many values a row of a ragged parse of `f` may hold: ("in", {..}), ("multiple", k)
     or None (any)."""
     shape = f.spec.shape
+    if f.spec.partition_levels:  # the parse checked them against the row lengths
+        return None
     if f.spec.encoding == FLOAT64_BYTES:
         return ("in", {0, 1}) if f.nullable else None
     if shape is None:
@@ -82,7 +95,7 @@ class RecordChecker:
     """Checks records against the manifest's features and counts each feature's absences."""
 
     def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
-        self.features = list(features)
+        self.features = with_row_lengths(features)
         self.order = [f.name for f in self.features]
         self.findings = findings
         self.records = 0  # records checked

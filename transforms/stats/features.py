@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.encode.columns import decimal_text, int64_values, leaf_array
+from transforms.encode.columns import decimal_text, int64_values, leaf_array, row_lengths_array
+from transforms.encode.features import row_lengths_specs
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
@@ -175,9 +176,14 @@ class SplitStats:
         keys = row_keys(source, rows)
         shared: dict[int | None, np.ndarray | None] = {}
         for spec in specs:
+            arr = leaf_array(table, spec.path)
             self.features[spec.name] = feature_statistics(
-                leaf_array(table, spec.path), spec, keys, self.features.get(spec.name), shared
+                arr, spec, keys, self.features.get(spec.name), shared
             )
+            for level, lengths in zip(spec.partition_levels, row_lengths_specs(spec), strict=True):
+                self.features[lengths.name] = feature_statistics(
+                    row_lengths_array(arr, level), lengths, keys, self.features.get(lengths.name)
+                )
         self.rows += table.num_rows
         return self
 
