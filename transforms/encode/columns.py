@@ -137,6 +137,12 @@ def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
+def _row_of(off: np.ndarray, element: int) -> int:
+    """The row (batch index) of element `element` (counted from off[0]) of a level whose rows'
+    elements are off[i]:off[i + 1]."""
+    return int(np.searchsorted(off, off[0] + element, side="right")) - 1
+
+
 def _flatten_lists(
     arr: pa.Array,
     valid: np.ndarray,
@@ -150,16 +156,20 @@ def _flatten_lists(
     lists with per-row offsets into them: (k, lengths, row offsets)."""
     n = len(arr)
     partitions: list[tuple[int, np.ndarray, np.ndarray]] = []
-    off = np.arange(n + 1, dtype=np.int64)
-    row_of_element = np.arange(n, dtype=np.int64)  # row index of each element of this level
+    off = np.arange(n + 1, dtype=np.int64)  # per row: its elements of this level
+    every_row = bool(valid.all())
+    # Whether each element of this level belongs to a row with a value (a null row's lists
+    # are not checked); None when every row has one. An element's row is looked up only for
+    # an error (`_row_of`): no row index per element is kept.
+    element_has_row: np.ndarray | None = None if every_row else valid
     level = 0
     while _is_list(arr.type):
-        element_has_row = valid if level == 0 else valid[row_of_element]
-        if level > 0:
+        if level > 0 and arr.null_count:
             element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-            bad = np.flatnonzero(~element_valid & element_has_row)
+            nulls = ~element_valid if element_has_row is None else ~element_valid & element_has_row
+            bad = np.flatnonzero(nulls)
             if bad.size:
-                where = _where(source, first_row, row_of_element[bad[0]], spec.name, rows)
+                where = _where(source, first_row, _row_of(off, bad[0]), spec.name, rows)
                 raise ConversionError(f"{where}: a nested list holds a null")
         child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
         lengths = np.diff(child_off)
@@ -167,18 +177,19 @@ def _flatten_lists(
         if level > 0 and dim is not None and dim < 0:
             partitions.append((level, lengths.astype(np.int64, copy=False), off - off[0]))
         if dim is not None and dim >= 0:
-            bad = np.flatnonzero((lengths != dim) & element_has_row)
+            wrong = lengths != dim
+            bad = np.flatnonzero(wrong if element_has_row is None else wrong & element_has_row)
             if bad.size:
                 i = bad[0]
-                where = _where(source, first_row, row_of_element[i], spec.name, rows)
+                where = _where(source, first_row, _row_of(off, i), spec.name, rows)
                 ragged = [-1] * len(spec.shape)
                 raise ConversionError(
                     f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
                     f"needs {dim} at dim {level} (columns.{spec.name}.shape sets the shape; "
                     f"-1 where lengths vary, {ragged} for lists ragged at every level)"
                 )
-        if _is_list(child.type):  # the next level's elements, for its checks
-            row_of_element = np.repeat(row_of_element, lengths)
+        if _is_list(child.type) and element_has_row is not None:
+            element_has_row = np.repeat(element_has_row, lengths)  # the next level's elements
         if level == 0:
             row_off = child_off
         else:
