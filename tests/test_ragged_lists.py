@@ -291,3 +291,10 @@ def test_sequences_refuse_such_a_column():
     options = SequenceOptions(group_by=("user",))
     with pytest.raises(SchemaError, match="'v': a list ragged below its first level"):
         plan_sequence(options, schema, {"v": ColumnOptions(shape=(-1, -1))})
+
+
+def test_the_report_shows_the_row_lengths(output):
+    result = run_cli_captured(["report", output])
+    assert result.code == 0, result.err
+    page = (output / "report.html").read_text(encoding="utf-8")
+    assert "deep__row_lengths_2" in page and "features the manifest does not list" not in page

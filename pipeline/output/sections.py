@@ -7,10 +7,10 @@ Each turns into its JSON form and back (`to_json`, `from_json`) where it has one
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transforms.encode.features import FeatureSpec
+from transforms.encode.features import FeatureSpec, row_lengths_specs
 
 __all__ = [
     "BadRowFiles",
@@ -20,6 +20,7 @@ __all__ = [
     "SplitEntry",
     "SplitRule",
     "StoredFeature",
+    "with_row_lengths",
 ]
 
 
@@ -55,6 +56,17 @@ class StoredFeature:
     def has_mask(self) -> bool:
         """Whether `restore` adds a `__present` mask (a nullable scalar or fixed array)."""
         return self.nullable and not self.ragged
+
+
+def with_row_lengths(features: Sequence[StoredFeature]) -> list[StoredFeature]:
+    """`features` and, after each list ragged below its first level, its row-lengths features
+    (int64 lists, absent exactly where the column is null): every key the records hold, each
+    with statistics of its own."""
+    out = []
+    for f in features:
+        out.append(f)
+        out += [StoredFeature(spec, f.null_count) for spec in row_lengths_specs(f.spec)]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

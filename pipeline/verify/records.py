@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from pipeline.output.manifest import StoredFeature
+from pipeline.output.sections import with_row_lengths
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
-from transforms.encode.features import FLOAT64_BYTES, row_lengths_key, row_lengths_specs
+from transforms.encode.features import FLOAT64_BYTES, row_lengths_key
 from transforms.write import tfrecord
 
-__all__ = ["BATCH", "Frame", "RecordChecker", "read_frames", "with_row_lengths"]
+__all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
 
 BATCH = 2048  # records parsed and counted together (the order findings come in follows it)
 
@@ -51,17 +52,6 @@ def read_frames(path: str, compression: str) -> Iterator[Frame]:
             check, message = fault
             finding = Finding(check, message, file=path, record=index)
         yield index, offset, data, finding
-
-
-def with_row_lengths(features: Sequence[StoredFeature]) -> list[StoredFeature]:
-    """`features` and, after each list ragged below its first level, its row-lengths features
-    (int64 lists, absent exactly where the column is null): every key its records hold. The
-    parse checks that they partition the values (`parse_spec` reads them as its partitions)."""
-    out = []
-    for f in features:
-        out.append(f)
-        out += [StoredFeature(spec, f.null_count) for spec in row_lengths_specs(f.spec)]
-    return out
 
 
 _VALUES = "\0values:"  # the parse's key of a partitioned list's values, counted apart
