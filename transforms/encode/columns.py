@@ -20,6 +20,7 @@ from transforms.encode.schema import (
     ConversionError,
     FeatureSpec,
     default_scalar,
+    is_list_type,
 )
 
 __all__ = [
@@ -105,7 +106,7 @@ def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
         return None
     shape: list[int] = []
     lists = arr.filter(arr.is_valid())
-    while _is_list(lists.type):
+    while is_list_type(lists.type):
         if pa.types.is_fixed_size_list(lists.type):
             shape.append(lists.type.list_size)
         else:
@@ -131,10 +132,6 @@ def row_lengths_array(arr: pa.Array, level: int) -> pa.Array:
     np.cumsum(np.bincount(parents, minlength=len(arr)), out=offsets[1:])
     mask = arr.is_null() if arr.null_count else None
     return pa.LargeListArray.from_arrays(pa.array(offsets), lengths, mask=mask)
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _row_of(off: np.ndarray, element: int) -> int:
@@ -163,7 +160,7 @@ def _flatten_lists(
     # an error (`_row_of`): no row index per element is kept.
     element_has_row: np.ndarray | None = None if every_row else valid
     level = 0
-    while _is_list(arr.type):
+    while is_list_type(arr.type):
         if level > 0 and arr.null_count:
             element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
             nulls = ~element_valid if element_has_row is None else ~element_valid & element_has_row
@@ -188,7 +185,7 @@ def _flatten_lists(
                     f"needs {dim} at dim {level} (columns.{spec.name}.shape sets the shape; "
                     f"-1 where lengths vary, {ragged} for lists ragged at every level)"
                 )
-        if _is_list(child.type) and element_has_row is not None:
+        if is_list_type(child.type) and element_has_row is not None:
             element_has_row = np.repeat(element_has_row, lengths)  # the next level's elements
         if level == 0:
             row_off = child_off

@@ -39,6 +39,7 @@ __all__ = [
     "FeatureSpec",
     "SchemaError",
     "default_scalar",
+    "is_list_type",
     "leaf_paths",
     "nested_list_columns",
     "plan_features",
@@ -86,13 +87,14 @@ def _primitive(t: pa.DataType) -> tuple[str, str, str | None] | None:
     return None
 
 
-def _is_list(t: pa.DataType) -> bool:
+def is_list_type(t: pa.DataType) -> bool:
+    """Whether `t` is a list, large list or fixed-size list."""
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _holds_fields(t: pa.DataType) -> bool:
     """Whether `t` is, below its list levels, a struct or a map (whose leaves are its own)."""
-    while _is_list(t):
+    while is_list_type(t):
         t = t.value_type
     return pa.types.is_struct(t) or pa.types.is_map(t)
 
@@ -107,7 +109,7 @@ def leaf_paths(schema: pa.Schema) -> tuple[list[tuple[tuple[str, ...], pa.DataTy
     inner: set[str] = set()
 
     def visit(path: tuple[str, ...], t: pa.DataType, around: tuple[int | None, ...]) -> None:
-        if pa.types.is_struct(t) or pa.types.is_map(t) or (_is_list(t) and _holds_fields(t)):
+        if pa.types.is_struct(t) or pa.types.is_map(t) or (is_list_type(t) and _holds_fields(t)):
             inner.add(".".join(path))
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
@@ -115,7 +117,7 @@ def leaf_paths(schema: pa.Schema) -> tuple[list[tuple[tuple[str, ...], pa.DataTy
         elif pa.types.is_map(t):
             visit((*path, "key"), t.key_type, (*around, None))
             visit((*path, "value"), t.item_type, (*around, None))
-        elif _is_list(t) and _holds_fields(t):
+        elif is_list_type(t) and _holds_fields(t):
             size = t.list_size if pa.types.is_fixed_size_list(t) else None
             visit(path, t.value_type, (*around, size))
         else:
