@@ -1,14 +1,20 @@
-"""Maps and lists of structs against the same values flattened by hand, in one process.
+"""Nested columns against the same values flattened by hand, in one process.
 
-A generated table: an id, a float, a map<string, int64> column and a list<struct<x: int32,
-tag: string>> column (0-5 entries per row, some null rows). The same rows flattened by hand are
-the baseline: the map as two list columns (keys, values), the list of structs as one list column
-per field; both tables give the same features, so the records are checked equal first. Measured,
+`--case maps` (default): a generated table of an id, a float, a map<string, int64> column and a
+list<struct<x: int32, tag: string>> column (0-5 entries per row, some null rows). The same rows
+flattened by hand are the baseline: the map as two list columns (keys, values), the list of
+structs as one list column per field.
+`--case ragged`: an id, a float and a list<list<list<int64>>> column ragged at every level
+(0-3 lists at each level, some null rows); the baseline holds the same features made by hand:
+the innermost values as one list column per row and the lengths of each inner level as list
+columns named as the job names them (NAME__row_lengths_1, NAME__row_lengths_2).
+Both tables of a case give the same features, so the records are checked equal first. Measured,
 best of `--repeat`, in this process: `encode_table` over `--batch-rows` batches (the leaves
 found along their paths, the compiled serializer). Prints rows per second of each and the ratio
 nested / flattened, with the load average (the machine may be shared: repeat, keep the best).
 
     python bench/nested_columns.py --rows 500000
+    python bench/nested_columns.py --case ragged --rows 500000
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from measure import load_avg, timed
 
 from transforms.encode.records import encode_table
-from transforms.encode.schema import plan_features
+from transforms.encode.schema import ColumnOptions, plan_features
 
 POINT = pa.struct([("x", pa.int32()), ("tag", pa.string())])
 
@@ -70,6 +76,45 @@ def make_tables(rows: int, seed: int = 0) -> tuple[pa.Table, pa.Table]:
     return nested, flat
 
 
+def make_ragged_tables(rows: int, seed: int = 0) -> tuple[pa.Table, pa.Table]:
+    """(a list ragged at three levels, the same features by hand), built from offsets."""
+    rng = np.random.default_rng(seed)
+
+    def offsets(count: int) -> np.ndarray:
+        out = np.zeros(count + 1, np.int32)
+        np.cumsum(rng.integers(0, 4, count), out=out[1:])
+        return out
+
+    nulls = rng.random(rows) < 0.05
+    off0 = offsets(rows)  # row -> level-1 lists
+    off1 = offsets(int(off0[-1]))  # level-1 list -> level-2 lists
+    off2 = offsets(int(off1[-1]))  # level-2 list -> values
+    values = pa.array(rng.integers(-(10**6), 10**6, int(off2[-1])), pa.int64())
+    level2 = pa.ListArray.from_arrays(pa.array(off2), values)
+    level1 = pa.ListArray.from_arrays(pa.array(off1), level2)
+    deep = pa.ListArray.from_arrays(pa.array(off0), level1, mask=pa.array(nulls))
+    common = {
+        "id": pa.array(np.arange(rows), pa.int64()),
+        "f": pa.array(rng.random(rows).astype(np.float32)),
+    }
+    nested = pa.table({**common, "deep": deep})
+
+    def per_row(child: np.ndarray | pa.Array, row_off: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(row_off), pa.array(child), mask=pa.array(nulls))
+
+    lengths1 = np.diff(off1).astype(np.int64)  # per level-1 list: its level-2 lists
+    lengths2 = np.diff(off2).astype(np.int64)  # per level-2 list: its values
+    flat = pa.table(
+        {
+            **common,
+            "deep": per_row(values, off2[off1[off0]]),
+            "deep__row_lengths_1": per_row(lengths1, off0),
+            "deep__row_lengths_2": per_row(lengths2, off1[off0]),
+        }
+    )
+    return nested, flat
+
+
 def encode_all(table: pa.Table, specs: list, batch_rows: int) -> bytes:
     parts = []
     for start in range(0, table.num_rows, batch_rows):
@@ -83,10 +128,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--batch-rows", type=int, default=32_768)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--case", choices=("maps", "ragged"), default="maps")
     args = parser.parse_args()
-    nested, flat = make_tables(args.rows)
-    nested_specs, flat_specs = plan_features(nested.schema), plan_features(flat.schema)
-    assert [s.name for s in nested_specs] == [s.name for s in flat_specs]
+    if args.case == "maps":
+        nested, flat = make_tables(args.rows)
+        nested_specs = plan_features(nested.schema)
+    else:
+        nested, flat = make_ragged_tables(args.rows)
+        shape = {"deep": ColumnOptions(shape=(-1, -1, -1))}
+        nested_specs = plan_features(nested.schema, shape)
+    flat_specs = plan_features(flat.schema)
+    keys = lambda specs: [k for s in specs for k in s.feature_keys]  # noqa: E731
+    assert sorted(keys(nested_specs)) == sorted(keys(flat_specs))
     nested_out = encode_all(nested, nested_specs, args.batch_rows)
     assert nested_out == encode_all(flat, flat_specs, args.batch_rows), "records differ"
     print(f"load average before: {load_avg()}")

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import decode_rows, encode_rows, plan_specs
 
+from transforms.encode.columns import infer_shape
 from transforms.encode.schema import ConversionError, SchemaError
 
 ABSENT = object()  # the row has no such feature
@@ -338,11 +339,19 @@ def test_nested_list_with_configured_variable_outer_dim():
     assert spec_of(arr, {"shape": [-1, 2]}).shape == (-1, 2)
 
 
-def test_nested_list_whose_first_value_is_empty_needs_a_configured_shape():
+def test_a_nested_lists_shape_is_inferred_from_the_whole_batch():
+    """Each level's length where every list of that level in the batch has it, else -1; a
+    first value that is empty no longer hides the inner dims."""
     arr = pa.array([[], [[1, 2]]], pa.list_(pa.list_(pa.int64())))
-    with pytest.raises(SchemaError, match=r"'c'.*shape"):
-        spec_of(arr)
-    assert column_values(arr, {"shape": [-1, 2]}) == [[], [1, 2]]
+    assert spec_of(arr).shape == (-1, 2)
+    assert column_values(arr) == [[], [1, 2]]
+    ragged = pa.array([[[1, 2]], None, [[3], [4, 5, 6]]], pa.list_(pa.list_(pa.int64())))
+    assert spec_of(ragged).shape == (-1, -1)
+    assert infer_shape(pa.array([[[]], [[]]], pa.list_(pa.list_(pa.int64())))) == (1, -1)
+    assert infer_shape(pa.array([[], []], pa.list_(pa.list_(pa.int64())))) == (-1, -1)
+    assert infer_shape(pa.array([None], pa.list_(pa.list_(pa.int64())))) is None
+    fixed = pa.array([[[1, 2]], [[3, 4], [5, 6]]], pa.list_(pa.list_(pa.int64(), 2)))
+    assert infer_shape(fixed) == (-1, 2)
 
 
 def test_list_with_null_element_is_a_conversion_error():

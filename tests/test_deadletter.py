@@ -46,6 +46,14 @@ def convert(tmp_path: Path, path: Path, *extra: str) -> tuple[int, Path]:
     return code, out
 
 
+def convert_shaped(tmp_path: Path, path: Path, *extra: str) -> tuple[int, Path]:
+    """The job with column n's shape set to [1, 2] (inferred from a batch, a row of another
+    length would make that dim -1: ragged, and no bad row)."""
+    config = tmp_path / "shape.yaml"
+    config.write_text("columns: {n: {shape: [1, 2]}}\n", encoding="utf-8")
+    return convert(tmp_path, path, "--config", str(config), *extra)
+
+
 # ----------------------------------------------------------------------------- plain functions
 
 
@@ -128,11 +136,11 @@ def test_threshold_config_is_checked(tmp_path):
 
 def test_parquet_bad_rows_allowed_by_max_bad_rows(tmp_path):
     values = [[[i, i]] for i in range(1000)]
-    values[10], values[777] = [[10]], [[777, 1, 2]]  # the shape is [1, 2] (from the first row)
+    values[10], values[777] = [[10]], [[777, 1, 2]]  # the shape is [1, 2] (configured)
     path = tmp_path / "t.parquet"
     n = pa.array(values, pa.list_(pa.list_(pa.int64())))
     pq.write_table(pa.table({"id": range(1000), "n": n}), path, row_group_size=300)
-    code, out = convert(tmp_path, path, "--max-bad-rows", "2", "--batch-rows", "128")
+    code, out = convert_shaped(tmp_path, path, "--max-bad-rows", "2", "--batch-rows", "128")
     assert code == EXIT_OK
     errors = error_records(out)
     assert [(e["row"], e["column"], e["stage"]) for e in errors] == [
@@ -154,13 +162,13 @@ def test_over_the_threshold_writes_errors_and_no_manifest(tmp_path, capsys):
     values[5] = values[50] = SHORT
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"n": pairs(values)}), path)
-    code, out = convert(tmp_path, path, "--max-bad-fraction", "0.01")
+    code, out = convert_shaped(tmp_path, path, "--max-bad-fraction", "0.01")
     assert code == EXIT_FAILED
     assert not (out / "manifest.json").exists()
     assert [e["row"] for e in error_records(out)] == [5, 50]
     err = capsys.readouterr().err
     assert "2 bad row(s) of 100" in err and "row 5" in err and "_errors" in err
-    code, out = convert(tmp_path, path, "--max-bad-fraction", "0.02", "--overwrite")
+    code, out = convert_shaped(tmp_path, path, "--max-bad-fraction", "0.02", "--overwrite")
     assert code == EXIT_OK and read_manifest(out)["bad_rows"]["count"] == 2
 
 

@@ -12,6 +12,10 @@ One `feature` per manifest feature, as the records hold it:
   after its output, which the string feature it was fitted on refers to (`domain:`) when the
   vocabulary kept every value (no `top_k`, `min_frequency` 1).
 - `image_domain {}` for a feature of encoded images (a `files:` image column).
+- a list ragged below its first level: its row-lengths features (`NAME__row_lengths_K`, INT)
+  after it, and a `tensor_representation_group` entry that makes it a RaggedTensor with
+  those features as its row partitions (`uniform_row_length` for a fixed inner dim), as
+  tfx_bsl's TensorAdapter builds RaggedTensors.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from collections.abc import Mapping
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.output.manifest import Manifest
+from pipeline.output.manifest import Manifest, StoredFeature
+from transforms.encode.features import row_lengths_key
 from transforms.fs import FileSystems
 from transforms.preprocess.artifacts import read_artifacts
 from transforms.preprocess.chain import PreprocessPlan
@@ -125,7 +130,31 @@ def manifest_schema(
             feature.domain = string_refs[spec.name]
         if spec.image is not None:  # encoded images (a files: image column)
             feature.image_domain.SetInParent()
+        if spec.partition_levels:
+            _add_row_lengths(schema, stored, always, rows)
     return schema
+
+
+def _add_row_lengths(
+    schema: schema_pb2.Schema, stored: StoredFeature, always: bool, rows: int
+) -> None:
+    """A list ragged below its first level: its row-lengths features (INT, present where the
+    column is) and its RaggedTensor representation, whose partitions name them."""
+    spec = stored.spec
+    ragged = schema.tensor_representation_group[""].tensor_representation[spec.name].ragged_tensor
+    ragged.feature_path.step.append(spec.name)
+    ragged.row_partition_dtype = schema_pb2.TensorRepresentation.RowPartitionDType.INT64
+    for k, d in enumerate(spec.shape):
+        if k == 0:
+            continue
+        if d < 0:
+            ragged.partition.add(row_length=row_lengths_key(spec.name, k))
+            lengths = schema.feature.add(name=row_lengths_key(spec.name, k), type=schema_pb2.INT)
+            if always:
+                lengths.presence.min_fraction = 1.0
+            lengths.presence.min_count = 1 if rows > stored.null_count else 0
+        else:
+            ragged.partition.add(uniform_row_length=d)
 
 
 def write_schema(output_dir: str, schema: schema_pb2.Schema) -> str:

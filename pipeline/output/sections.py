@@ -7,10 +7,10 @@ Each turns into its JSON form and back (`to_json`, `from_json`) where it has one
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transforms.encode.features import FeatureSpec
+from transforms.encode.features import FeatureSpec, row_lengths_specs
 
 __all__ = [
     "BadRowFiles",
@@ -20,6 +20,7 @@ __all__ = [
     "SplitEntry",
     "SplitRule",
     "StoredFeature",
+    "with_row_lengths",
 ]
 
 
@@ -49,12 +50,23 @@ class StoredFeature:
     def ragged(self) -> bool:
         """Whether it comes back as a RaggedTensor (a variable-length list or outer dim)."""
         shape = self.spec.shape
-        return shape is None or (len(shape) > 0 and shape[0] < 0)
+        return shape is None or any(d < 0 for d in shape)
 
     @property
     def has_mask(self) -> bool:
         """Whether `restore` adds a `__present` mask (a nullable scalar or fixed array)."""
         return self.nullable and not self.ragged
+
+
+def with_row_lengths(features: Sequence[StoredFeature]) -> list[StoredFeature]:
+    """`features` and, after each list ragged below its first level, its row-lengths features
+    (int64 lists, absent exactly where the column is null): every key the records hold, each
+    with statistics of its own."""
+    out = []
+    for f in features:
+        out.append(f)
+        out += [StoredFeature(spec, f.null_count) for spec in row_lengths_specs(f.spec)]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

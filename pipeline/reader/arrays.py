@@ -16,6 +16,9 @@ What comes back as what (the same as `restore` in pipeline/reader/spec.py, in nu
 - a variable-length list, or an array with a variable outer dimension, as a `Ragged`:
   `values` [total, *inner] and `row_lengths` int64 [batch] (a null and an empty list are both
   an empty row, as in `load_dataset`); `Ragged.rows()` cuts it into a list of arrays;
+- a list ragged below its first level as `Ragged`s nested as deep as its ragged levels (the
+  `values` of each a `Ragged` again, the innermost fixed dims array dims), as the
+  `tf.RaggedTensor` of `load_dataset`; `Ragged.tolist()` gives the nested lists;
 - SequenceExamples: the context as above; each step feature a `Ragged` over the steps
   (`row_lengths`: steps per sequence) whose `values` are the steps as one feature of that many
   rows would be (a `Ragged` again for a variable-length list per step), `NAME__present` the
@@ -45,7 +48,7 @@ from pipeline.reader.records import (
     read_records,
     split_shards,
 )
-from transforms.encode.features import BYTES, FLOAT64_BYTES
+from transforms.encode.features import BYTES, FLOAT64_BYTES, INT64, row_lengths_key
 
 __all__ = ["LENGTH_KEY", "PRESENT_SUFFIX", "Layout", "Ragged", "decode_batch", "iter_batches"]
 
@@ -81,12 +84,21 @@ class Ragged(NamedTuple):
         ends = np.cumsum(self.row_lengths)
         starts = ends - self.row_lengths
         if isinstance(self.values, Ragged):
-            inner = np.concatenate(([0], np.cumsum(self.values.row_lengths)))
             return [
-                Ragged(self.values.values[inner[a] : inner[b]], self.values.row_lengths[a:b])
-                for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+                self.values.take(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
             ]
         return [self.values[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+    def take(self, a: int, b: int) -> Ragged:
+        """Rows a to b (not b) as a Ragged of their own."""
+        lo = int(self.row_lengths[:a].sum())
+        hi = lo + int(self.row_lengths[a:b].sum())
+        values = self.values.take(lo, hi) if isinstance(self.values, Ragged) else self.values[lo:hi]
+        return Ragged(values, self.row_lengths[a:b])
+
+    def tolist(self) -> list[Any]:
+        """Nested Python lists, as `tf.RaggedTensor.to_list()` gives them."""
+        return [r.tolist() for r in self.rows()]
 
 
 def _bytes_values(raw: Raw) -> np.ndarray:
@@ -131,14 +143,48 @@ def _zero(kind: str, dtype: str) -> Any:
     return b"" if kind == BYTES and dtype == "string" else 0
 
 
-def _restore(raw: Raw, f: StoredFeature, null_masks: bool, out: dict[str, Any]) -> None:
+def _nested(
+    values: np.ndarray, counts: np.ndarray, shape: tuple[int, ...], partitions: dict[int, Raw]
+) -> Ragged:
+    """A list ragged below its first level, from the inside out: each level that varies cut
+    by its row lengths, each fixed one by its size (the innermost fixed dims as array dims)."""
+    inner: Any = values
+    per_row = counts  # how many elements of the level being built each row holds
+    for k in range(len(shape) - 1, 0, -1):
+        if shape[k] >= 0 and not isinstance(inner, Ragged):
+            inner = inner.reshape(-1, *shape[k:]) if k == len(shape) - 1 else inner
+            per_row = per_row // max(shape[k], 1)
+        elif shape[k] >= 0:
+            groups = int(inner.row_lengths.shape[0]) // max(shape[k], 1)
+            inner = Ragged(inner, np.full(groups, shape[k], np.int64))
+            per_row = per_row // max(shape[k], 1)
+        else:
+            if not isinstance(inner, Ragged) and k < len(shape) - 1:
+                inner = inner.reshape(-1, *shape[k + 1 :])
+            inner = Ragged(inner, partitions[k].values)
+            per_row = np.maximum(partitions[k].counts, 0)
+    return Ragged(inner, per_row)
+
+
+def _restore(
+    raw: Raw,
+    f: StoredFeature,
+    null_masks: bool,
+    out: dict[str, Any],
+    partitions: dict[int, Raw] | None = None,
+) -> None:
     """One feature's raw values of a batch (or of the steps of a batch) -> what load_dataset
-    gives, into `out` (with its `__present` mask where it has one)."""
+    gives, into `out` (with its `__present` mask where it has one). `partitions`: the raw
+    row lengths of each level that varies below the first (FeatureSpec.partition_levels)."""
     spec, counts = f.spec, raw.counts
     n = counts.shape[0]
     present = counts > 0
     values = _values(raw, f)
     float64_bytes = spec.encoding == FLOAT64_BYTES
+    if partitions:
+        out[spec.name] = _nested(_cast(values, spec.dtype), np.maximum(counts, 0), spec.shape,
+                                 partitions)  # fmt: skip
+        return
     if f.ragged:
         inner = () if spec.shape is None else tuple(spec.shape[1:])
         per = math.prod(inner)
@@ -196,7 +242,13 @@ class Layout:
         if null_masks:
             _check_names([*features, *steps], [LENGTH_KEY] if self.sequence else [])
         kind = lambda f: BYTES if f.spec.encoding == FLOAT64_BYTES else f.spec.kind  # noqa: E731
-        self.keys = Keys.of([f.name for f in features], [kind(f) for f in features])
+        # the features' values first, then the row lengths of those ragged below their first level
+        lengths = [(f, k) for f in features for k in f.spec.partition_levels]
+        self.partitions = lengths
+        self.keys = Keys.of(
+            [f.name for f in features] + [row_lengths_key(f.name, k) for f, k in lengths],
+            [kind(f) for f in features] + [INT64] * len(lengths),
+        )
         self.lists = Keys.of([f.name for f in steps], [kind(f) for f in steps])
 
 
@@ -206,8 +258,12 @@ def decode_batch(block: RecordBlock, layout: Layout, where: str = "") -> dict[st
         block.buffer, block.starts, block.stops, layout.keys, layout.lists, where
     )
     out: dict[str, Any] = {}
-    for raw, f in zip(raws, layout.features, strict=True):
-        _restore(raw, f, layout.null_masks, out)
+    values, lengths = raws[: len(layout.features)], raws[len(layout.features) :]
+    partitions: dict[str, dict[int, Raw]] = {}
+    for raw, (f, k) in zip(lengths, layout.partitions, strict=True):
+        partitions.setdefault(f.name, {})[k] = raw
+    for raw, f in zip(values, layout.features, strict=True):
+        _restore(raw, f, layout.null_masks, out, partitions.get(f.name))
     for steps, f in zip(lists, layout.steps, strict=True):
         flat: dict[str, Any] = {}
         _restore(steps.raw, f, layout.null_masks, flat)

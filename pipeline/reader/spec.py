@@ -5,8 +5,11 @@ features alone (TensorFlow's `tf.io` types; no reading of files here).
   stored: int64 / float32 / string per the feature's kind. Scalars and fixed arrays without
   nulls are `FixedLenFeature`s (fixed arrays flattened to `[prod(shape)]`); nullable features,
   variable-length lists and arrays with a variable outer dimension are `RaggedFeature`s with
-  int64 row splits. A float64 column written with keep_float64 is stored as one bytes value per
-  row, so it is a `FixedLenFeature([], string)` when it has no nulls, whatever its shape.
+  int64 row splits; a list ragged below its first level is a `RaggedFeature` with a partition
+  per level (`RowLengths` of its row-lengths feature where the level varies,
+  `UniformRowLength` where it is fixed). A float64 column written with keep_float64 is stored
+  as one bytes value per row, so it is a `FixedLenFeature([], string)` when it has no nulls,
+  whatever its shape.
 - `restore(parsed, features)` turns a batched parse result into the user-facing tensors (what
   comes back as what: pipeline/reader/dataset.py).
 """
@@ -20,6 +23,7 @@ from typing import Any
 import tensorflow as tf
 
 from pipeline.output.manifest import StoredFeature, read_manifest
+from transforms.encode.features import row_lengths_key
 from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
 
 __all__ = [
@@ -63,6 +67,17 @@ def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeatur
             return tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)
         return tf.io.FixedLenFeature([], tf.string)
     dtype = _KIND_DTYPES[spec.kind]
+    if spec.partition_levels:  # ragged below its first level: the lengths of each level
+        partitions = [
+            tf.io.RaggedFeature.RowLengths(row_lengths_key(spec.name, k))
+            if d < 0
+            else tf.io.RaggedFeature.UniformRowLength(d)
+            for k, d in enumerate(spec.shape)
+            if k > 0
+        ]
+        return tf.io.RaggedFeature(
+            dtype, value_key=spec.name, partitions=partitions, row_splits_dtype=tf.int64
+        )
     if f.nullable or f.ragged:
         return tf.io.RaggedFeature(dtype, row_splits_dtype=tf.int64)
     shape = [] if spec.shape == () else [math.prod(spec.shape)]
@@ -105,6 +120,8 @@ def _restore_values(raw: Any, f: StoredFeature) -> tuple[Any, tf.Tensor | None]:
     """Encoding "values": (tensor in the stored dtype, presence mask or None)."""
     shape = f.spec.shape
     if shape is None:
+        return raw, None
+    if f.spec.partition_levels:  # parsed with its row lengths: nested already
         return raw, None
     if f.ragged:  # [-1, *inner]: the row's values are whole inner arrays
         inner = shape[1:]

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.output.manifest import Manifest, StoredFeature
+from pipeline.output.sections import with_row_lengths
 from pipeline.report.files import BadRows
 from pipeline.report.stats import FeatureSummary
 from pipeline.report.thumbnails import Thumbnail
@@ -316,10 +317,11 @@ def render_page(
     first records' thumbnails."""
     title = f"Dataset report: {output}"
     if summaries:
+        shown = with_row_lengths(manifest.features)
         features = "".join(
-            _feature(f, summaries.get(f.name, {}), plots.get(f.name, "")) for f in manifest.features
+            _feature(f, summaries.get(f.name, {}), plots.get(f.name, "")) for f in shown
         )
-        known = {f.name for f in manifest.features}
+        known = {f.name for f in shown}
         others = [name for name in summaries if name not in known]
         if others:
             features += (

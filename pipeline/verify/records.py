@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.output.manifest import StoredFeature
+from pipeline.output.sections import with_row_lengths
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
-from transforms.encode.features import FLOAT64_BYTES
+from transforms.encode.features import FLOAT64_BYTES, row_lengths_key
 from transforms.write import tfrecord
 
 __all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
@@ -53,10 +54,32 @@ def read_frames(path: str, compression: str) -> Iterator[Frame]:
         yield index, offset, data, finding
 
 
+_VALUES = "\0values:"  # the parse's key of a partitioned list's values, counted apart
+
+
+def _row_sums(ragged: Any) -> np.ndarray:
+    """Per row of a [rows, None] int64 RaggedTensor, the sum of its values."""
+    splits = ragged.row_splits.numpy()
+    totals = np.concatenate(([0], np.cumsum(ragged.flat_values.numpy())))
+    return totals[splits[1:]] - totals[splits[:-1]]
+
+
+def _row_mins(ragged: Any) -> np.ndarray:
+    """Per row, its least value (0 for an empty row)."""
+    values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
+    mins = np.zeros(len(splits) - 1, np.int64)
+    full = np.flatnonzero(np.diff(splits) > 0)
+    if full.size:
+        mins[full] = np.minimum.reduceat(values, splits[:-1][full])
+    return mins
+
+
 def _allowed_lengths(f: StoredFeature) -> tuple[str, Any] | None:
     """How many values a row of a ragged parse of `f` may hold: ("in", {..}), ("multiple", k)
     or None (any)."""
     shape = f.spec.shape
+    if f.spec.partition_levels:  # the parse checked them against the row lengths
+        return None
     if f.spec.encoding == FLOAT64_BYTES:
         return ("in", {0, 1}) if f.nullable else None
     if shape is None:
@@ -82,7 +105,7 @@ class RecordChecker:
     """Checks records against the manifest's features and counts each feature's absences."""
 
     def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
-        self.features = list(features)
+        self.features = with_row_lengths(features)
         self.order = [f.name for f in self.features]
         self.findings = findings
         self.records = 0  # records checked
@@ -95,9 +118,17 @@ class RecordChecker:
     def spec(self) -> dict[str, Any]:
         """The manifest's `tf.io.parse_example` spec: TensorFlow is imported for the first
         record the compiled check does not clear, not before."""
-        from pipeline.reader.spec import parse_spec
+        import tensorflow as tf
 
-        return parse_spec(self.features)
+        from pipeline.reader.spec import _KIND_DTYPES, parse_spec
+
+        spec = parse_spec(self.features)
+        for f in self.features:  # the values of a partitioned list as they are, to count them
+            if f.spec.partition_levels:
+                spec[_VALUES + f.name] = tf.io.RaggedFeature(
+                    _KIND_DTYPES[f.spec.kind], value_key=f.name, row_splits_dtype=tf.int64
+                )
+        return spec
 
     def check_block(
         self, path: str, pieces: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
@@ -151,6 +182,51 @@ class RecordChecker:
             return
         for f in self.features:
             self._shape(path, f, parsed[f.name], indices)
+            if f.spec.partition_levels:
+                self._partitions(path, f, parsed, indices)
+
+    def _partitions(
+        self, path: str, f: StoredFeature, parsed: dict[str, Any], indices: list[int]
+    ) -> None:
+        """That the row lengths of a list ragged below its first level partition its values
+        (tf.io.parse_example builds the ragged value without checking them): per record, from
+        the innermost level out, each level's lengths add up to the elements below it."""
+        shape = f.spec.shape
+        values = parsed[_VALUES + f.name]
+        present = values.row_lengths().numpy() > 0
+        elements = values.row_lengths().numpy()  # elements of the innermost lists
+        problems: dict[int, str] = {}
+        for k in range(len(shape) - 1, -1, -1):
+            if k > 0 and shape[k] < 0:
+                lengths = parsed[row_lengths_key(f.name, k)]
+                sums = _row_sums(lengths)
+                bad = sums != elements
+                bad |= _row_mins(lengths) < 0
+                for i in np.flatnonzero(bad):
+                    problems.setdefault(
+                        int(i),
+                        f"its row lengths {row_lengths_key(f.name, k)!r} add up to "
+                        f"{sums[i]}, not the {elements[i]} elements below them",
+                    )
+                elements = lengths.row_lengths().numpy()
+            elif shape[k] >= 0:
+                size = max(shape[k], 1)
+                bad = (elements % size != 0) if k > 0 else (elements != shape[k])
+                for i in np.flatnonzero(bad & (present if k == 0 else True)):
+                    problems.setdefault(
+                        int(i), f"{elements[i]} elements where dim {k} is {shape[k]}"
+                    )
+                elements = elements // size
+        for i, text in sorted(problems.items()):
+            self.findings.add(
+                Finding(
+                    "parse",
+                    f"{path}: record {indices[i]}: feature {f.name!r}: {text} "
+                    f"(shape {list(shape)})",
+                    file=path,
+                    record=indices[i],
+                )
+            )
 
     def _shape(self, path: str, f: StoredFeature, value: Any, indices: list[int]) -> None:
         import tensorflow as tf

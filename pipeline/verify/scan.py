@@ -102,6 +102,8 @@ def feature_table(features: Sequence[StoredFeature]) -> FeatureTable:
     bad = (rule == _MULTIPLE) & (rule_k <= 0) | (bytes_rule > 0) & (value_bytes <= 0)
     fixed[fixed == 0] = -2  # an empty fixed shape: left to the parse
     rule[bad] = -1  # a rule with nothing to divide by: left to the checks
+    nested = [j for j, f in enumerate(features) if f.spec.partition_levels]
+    rule[nested] = -1  # values partitioned by row lengths: the parse checks that they agree
     return FeatureTable(names, offsets, slots, kinds, fixed, rule, rule_k, bytes_rule, value_bytes)
 
 

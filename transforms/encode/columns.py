@@ -20,9 +20,18 @@ from transforms.encode.schema import (
     ConversionError,
     FeatureSpec,
     default_scalar,
+    is_list_type,
 )
 
-__all__ = ["decimal_text", "infer_shape", "int64_values", "leaf_array", "to_kernel_column"]
+__all__ = [
+    "decimal_text",
+    "infer_shape",
+    "int64_values",
+    "leaf_array",
+    "row_lengths_array",
+    "to_kernel_column",
+    "to_kernel_columns",
+]
 
 _MS_PER_DAY = 86_400_000
 
@@ -89,29 +98,46 @@ def _list_step(arr: pa.Array, off: np.ndarray) -> tuple[pa.Array, np.ndarray]:
 
 
 def infer_shape(arr: pa.Array) -> tuple[int, ...] | None:
-    """The shape of the first non-null value of a nested list column (None if all are null)."""
-    valid = np.flatnonzero(arr.is_valid().to_numpy(zero_copy_only=False))
-    if valid.size == 0:
+    """The shape of a nested list column, from a batch of it: per list level, the length every
+    list of that level has in the batch, or -1 where the lengths differ, are all 0 or there is
+    no list of that level to look at; a fixed-size level its size. None if every value is
+    null."""
+    if arr.null_count == len(arr):
         return None
-    row = arr.slice(int(valid[0]), 1)
-    shape = []
-    off = np.array([0, 1], dtype=np.int64)
-    while (
-        pa.types.is_list(row.type)
-        or pa.types.is_large_list(row.type)
-        or pa.types.is_fixed_size_list(row.type)
-    ):
-        child, child_off = _list_step(row, off)
-        shape.append(int(child_off[1] - child_off[0]))
-        row, off = child, child_off
-        if shape[-1] == 0:
-            break
-        off = np.array([off[0], off[0] + 1], dtype=np.int64)
+    shape: list[int] = []
+    lists = arr.filter(arr.is_valid())
+    while is_list_type(lists.type):
+        if pa.types.is_fixed_size_list(lists.type):
+            shape.append(lists.type.list_size)
+        else:
+            lengths = pc.list_value_length(lists).drop_null().to_numpy(zero_copy_only=False)
+            same = lengths.size > 0 and lengths[0] > 0 and bool((lengths == lengths[0]).all())
+            shape.append(int(lengths[0]) if same else -1)
+        lists = pc.list_flatten(lists)
+        lists = lists.filter(lists.is_valid()) if lists.null_count else lists
     return tuple(shape)
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+def row_lengths_array(arr: pa.Array, level: int) -> pa.Array:
+    """Per row of the list column `arr`, the lengths of its level-`level` lists (level 1: the
+    lists inside the row's list), as a list<int64> column, null where the row is null: the
+    values of the row-lengths feature `row_lengths_key(name, level)`."""
+    lists, parents = arr, np.arange(len(arr), dtype=np.int64)
+    for _ in range(level):
+        inner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+        parents = parents[inner]
+        lists = pc.list_flatten(lists)
+    lengths = pc.fill_null(pc.cast(pc.list_value_length(lists), pa.int64()), 0)
+    offsets = np.zeros(len(arr) + 1, np.int64)
+    np.cumsum(np.bincount(parents, minlength=len(arr)), out=offsets[1:])
+    mask = arr.is_null() if arr.null_count else None
+    return pa.LargeListArray.from_arrays(pa.array(offsets), lengths, mask=mask)
+
+
+def _row_of(off: np.ndarray, element: int) -> int:
+    """The row (batch index) of element `element` (counted from off[0]) of a level whose rows'
+    elements are off[i]:off[i + 1]."""
+    return int(np.searchsorted(off, off[0] + element, side="right")) - 1
 
 
 def _flatten_lists(
@@ -122,33 +148,45 @@ def _flatten_lists(
     first_row: int,
     rows: np.ndarray | None = None,
 ) -> tuple[pa.Array, np.ndarray]:
-    """Per-row offsets into the innermost values, checking every level against the shape."""
+    """Per-row offsets into the innermost values, checking every level against the shape; and
+    for each level k >= 1 whose dim is -1 (FeatureSpec.partition_levels), the lengths of its
+    lists with per-row offsets into them: (k, lengths, row offsets)."""
     n = len(arr)
-    off = np.arange(n + 1, dtype=np.int64)
-    row_of_element = np.arange(n, dtype=np.int64)  # row index of each element of this level
+    partitions: list[tuple[int, np.ndarray, np.ndarray]] = []
+    off = np.arange(n + 1, dtype=np.int64)  # per row: its elements of this level
+    every_row = bool(valid.all())
+    # Whether each element of this level belongs to a row with a value (a null row's lists
+    # are not checked); None when every row has one. An element's row is looked up only for
+    # an error (`_row_of`): no row index per element is kept.
+    element_has_row: np.ndarray | None = None if every_row else valid
     level = 0
-    while _is_list(arr.type):
-        element_has_row = valid if level == 0 else valid[row_of_element]
-        if level > 0:
+    while is_list_type(arr.type):
+        if level > 0 and arr.null_count:
             element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-            bad = np.flatnonzero(~element_valid & element_has_row)
+            nulls = ~element_valid if element_has_row is None else ~element_valid & element_has_row
+            bad = np.flatnonzero(nulls)
             if bad.size:
-                where = _where(source, first_row, row_of_element[bad[0]], spec.name, rows)
+                where = _where(source, first_row, _row_of(off, bad[0]), spec.name, rows)
                 raise ConversionError(f"{where}: a nested list holds a null")
         child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
         lengths = np.diff(child_off)
         dim = None if spec.shape is None else spec.shape[level]
+        if level > 0 and dim is not None and dim < 0:
+            partitions.append((level, lengths.astype(np.int64, copy=False), off - off[0]))
         if dim is not None and dim >= 0:
-            bad = np.flatnonzero((lengths != dim) & element_has_row)
+            wrong = lengths != dim
+            bad = np.flatnonzero(wrong if element_has_row is None else wrong & element_has_row)
             if bad.size:
                 i = bad[0]
-                where = _where(source, first_row, row_of_element[i], spec.name, rows)
+                where = _where(source, first_row, _row_of(off, i), spec.name, rows)
+                ragged = [-1] * len(spec.shape)
                 raise ConversionError(
                     f"{where}: a list of length {lengths[i]} where shape {list(spec.shape)} "
-                    f"needs {dim} at dim {level} (set columns.{spec.name}.shape to fix the shape)"
+                    f"needs {dim} at dim {level} (columns.{spec.name}.shape sets the shape; "
+                    f"-1 where lengths vary, {ragged} for lists ragged at every level)"
                 )
-        if _is_list(child.type):  # the next level's elements, for its checks
-            row_of_element = np.repeat(row_of_element, lengths)
+        if is_list_type(child.type) and element_has_row is not None:
+            element_has_row = np.repeat(element_has_row, lengths)  # the next level's elements
         if level == 0:
             row_off = child_off
         else:
@@ -156,7 +194,7 @@ def _flatten_lists(
         off = row_off
         arr = child
         level += 1
-    return arr, off
+    return arr, off, partitions
 
 
 def _int64_values(leaf: pa.Array) -> np.ndarray:
@@ -226,10 +264,25 @@ def to_kernel_column(
     first_row: int,
     rows: np.ndarray | None = None,
 ) -> tuple[KernelColumn, int]:
-    """The feature's column in kernel form, and how many rows have no value (null).
+    """The feature's values column in kernel form, and how many rows have no value (null).
 
     Errors name the source row: `first_row` + index, or `rows[index]` when rows is given.
+    A column ragged below its first level has row-lengths features too: `to_kernel_columns`.
     """
+    columns, nulls = to_kernel_columns(table, spec, source, first_row, rows)
+    return columns[0], nulls
+
+
+def to_kernel_columns(
+    table: pa.Table | pa.RecordBatch,
+    spec: FeatureSpec,
+    source: str,
+    first_row: int,
+    rows: np.ndarray | None = None,
+) -> tuple[list[KernelColumn], int]:
+    """Every Example feature of the column in kernel form (its values, then the lengths of
+    each level that varies below the first: `FeatureSpec.feature_keys`), and how many rows
+    have no value (null)."""
     arr = leaf_array(table, spec.path)
     n = len(arr)
     if spec.null_policy == "default" and arr.null_count:
@@ -243,10 +296,10 @@ def to_kernel_column(
             "(null_policy is 'fail')"
         )
     # row_off None: a scalar, one value per row, which the kernel reads without row offsets.
-    leaf, row_off = arr, None
+    leaf, row_off, partitions = arr, None, []
     if spec.shape != ():
         has_row = np.ones(n, bool) if valid is None else valid
-        leaf, row_off = _flatten_lists(arr, has_row, spec, source, first_row, rows)
+        leaf, row_off, partitions = _flatten_lists(arr, has_row, spec, source, first_row, rows)
         if leaf.null_count:
             element_rows = np.repeat(np.arange(n), np.diff(row_off))
             leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
@@ -278,4 +331,8 @@ def to_kernel_column(
     else:
         value_off, data = _bytes_buffers(leaf)
         column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
-    return column, nulls
+    lengths = [
+        KernelColumn(INT64, key, valid, offsets, values=values)
+        for key, (_, values, offsets) in zip(spec.feature_keys[1:], partitions, strict=True)
+    ]
+    return [column, *lengths], nulls

@@ -21,6 +21,8 @@ __all__ = [
     "FeatureSpec",
     "ImageSpec",
     "SchemaError",
+    "row_lengths_key",
+    "row_lengths_specs",
 ]
 
 NULL_POLICIES = ("omit", "default", "fail")
@@ -33,6 +35,22 @@ BYTES = "bytes"
 # Encodings (FeatureSpec.encoding): one Example value per element, or a row's float64s as bytes.
 VALUES = "values"
 FLOAT64_BYTES = "float64_bytes"
+
+
+def row_lengths_key(name: str, level: int) -> str:
+    """The feature that holds, for a list column ragged below its first level, the lengths of
+    its level-`level` lists (level 1: the lists inside a row's list), element by element."""
+    return f"{name}__row_lengths_{level}"
+
+
+def row_lengths_specs(spec: FeatureSpec) -> list[FeatureSpec]:
+    """The row-lengths features of a list ragged below its first level, as features of their
+    own (int64 lists, null where the column is null): what verify checks, the statistics
+    describe and the schema lists beside the column."""
+    return [
+        FeatureSpec(key, spec.path, INT64, "int64", None, VALUES, "row lengths", spec.null_policy)
+        for key in spec.feature_keys[1:]
+    ]
 
 
 class SchemaError(ValueError):
@@ -50,7 +68,7 @@ class ColumnOptions:
     null_policy: str = "omit"  # omit | default | fail
     default: Any = None  # the value written for a null under null_policy=default
     keep_float64: bool = False  # write float64 values exactly, as raw little-endian bytes
-    shape: tuple[int, ...] | None = None  # fixed shape for list columns (dim 0 may be -1)
+    shape: tuple[int, ...] | None = None  # shape of list columns (-1: a dim that varies)
     type: str | None = None  # the Arrow type of a partition key or a JSON Lines field
 
 
@@ -82,8 +100,10 @@ class FeatureSpec:
     path: the field path in the Arrow table.
     kind: the Example list kind: int64 | float | bytes.
     dtype: the dtype the reader restores (a tf.dtypes name: int32, bool, float64, string, ...).
-    shape: () for a scalar, (d0, d1, ...) for a fixed array (d0 may be -1: variable outer length),
-        None for a variable-length list.
+    shape: () for a scalar, (d0, d1, ...) for an array, None for a variable-length list. A dim
+        of -1 varies: at d0 the row's outer length (the row's values are whole inner arrays);
+        at d1 and below the lists of that level, whose lengths the features
+        `row_lengths_key(name, k)` hold (`partition_levels`).
     encoding: "values" (one Example value per element) or "float64_bytes" (the row's float64
         elements as one little-endian bytes value).
     source_type: the Arrow type of the column, as text.
@@ -103,6 +123,19 @@ class FeatureSpec:
     default: Any = None
     unit: str | None = None
     image: ImageSpec | None = None
+
+    @property
+    def partition_levels(self) -> tuple[int, ...]:
+        """The list levels below the first whose lengths vary (-1 in the shape): each has its
+        row-lengths feature, `row_lengths_key(name, level)`."""
+        if not self.shape:
+            return ()
+        return tuple(k for k, d in enumerate(self.shape) if k > 0 and d < 0)
+
+    @property
+    def feature_keys(self) -> tuple[str, ...]:
+        """Every Example key this column writes: its values, then its row-lengths features."""
+        return (self.name, *(row_lengths_key(self.name, k) for k in self.partition_levels))
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

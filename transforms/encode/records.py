@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from transforms.encode.columns import to_kernel_column
+from transforms.encode.columns import to_kernel_columns
 from transforms.encode.kernel.example import encode_records
 from transforms.encode.schema import FeatureSpec
 
@@ -97,9 +97,11 @@ def encode_table(
     columns = []
     nulls = {}
     for spec in specs:
-        column, null_count = to_kernel_column(table, spec, source, first_row, rows)
-        columns.append(column)
+        spec_columns, null_count = to_kernel_columns(table, spec, source, first_row, rows)
+        columns.extend(spec_columns)
         nulls[spec.name] = null_count
+    if len(columns) > len(specs):  # row-lengths features: every key in sorted order again
+        columns.sort(key=lambda c: c.key.tobytes())
     buffer, offsets = encode_records(columns, table.num_rows, framed=framed)
     stats = BatchStats(table.num_rows, nulls)
     return EncodedBatch(buffer, offsets, framed, source=source, first_row=first_row), stats

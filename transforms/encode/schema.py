@@ -39,6 +39,7 @@ __all__ = [
     "FeatureSpec",
     "SchemaError",
     "default_scalar",
+    "is_list_type",
     "leaf_paths",
     "nested_list_columns",
     "plan_features",
@@ -86,13 +87,14 @@ def _primitive(t: pa.DataType) -> tuple[str, str, str | None] | None:
     return None
 
 
-def _is_list(t: pa.DataType) -> bool:
+def is_list_type(t: pa.DataType) -> bool:
+    """Whether `t` is a list, large list or fixed-size list."""
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def _holds_fields(t: pa.DataType) -> bool:
     """Whether `t` is, below its list levels, a struct or a map (whose leaves are its own)."""
-    while _is_list(t):
+    while is_list_type(t):
         t = t.value_type
     return pa.types.is_struct(t) or pa.types.is_map(t)
 
@@ -107,7 +109,7 @@ def leaf_paths(schema: pa.Schema) -> tuple[list[tuple[tuple[str, ...], pa.DataTy
     inner: set[str] = set()
 
     def visit(path: tuple[str, ...], t: pa.DataType, around: tuple[int | None, ...]) -> None:
-        if pa.types.is_struct(t) or pa.types.is_map(t) or (_is_list(t) and _holds_fields(t)):
+        if pa.types.is_struct(t) or pa.types.is_map(t) or (is_list_type(t) and _holds_fields(t)):
             inner.add(".".join(path))
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
@@ -115,7 +117,7 @@ def leaf_paths(schema: pa.Schema) -> tuple[list[tuple[tuple[str, ...], pa.DataTy
         elif pa.types.is_map(t):
             visit((*path, "key"), t.key_type, (*around, None))
             visit((*path, "value"), t.item_type, (*around, None))
-        elif _is_list(t) and _holds_fields(t):
+        elif is_list_type(t) and _holds_fields(t):
             size = t.list_size if pa.types.is_fixed_size_list(t) else None
             visit(path, t.value_type, (*around, size))
         else:
@@ -191,12 +193,12 @@ def _leaf_spec(
                 f"column {name!r}: shape {list(shape)} has rank {len(shape)}, "
                 f"the column's type {t} has {len(levels)} list levels"
             )
-        for i, (dim, fixed) in enumerate(zip(shape, levels, strict=True)):
+        for dim, fixed in zip(shape, levels, strict=True):
             if fixed is not None and dim != fixed:
                 raise SchemaError(f"column {name!r}: shape {list(shape)} disagrees with type {t}")
-            if dim < 0 and (i > 0 or dim != -1):
+            if dim < -1:
                 raise SchemaError(
-                    f"column {name!r}: shape {list(shape)}: only dim 0 may be -1 (variable)"
+                    f"column {name!r}: shape {list(shape)}: a dim is a size or -1 (it varies)"
                 )
     elif all(size is not None for size in levels):
         shape = tuple(int(s) for s in levels)  # type: ignore[arg-type]
@@ -209,11 +211,16 @@ def _leaf_spec(
                 "(columns: {name: {shape: [...]}} in the config)"
             )
         shape = tuple(inferred_shapes[name])
-        if len(shape) != len(levels):  # the sampled value was an empty list: inner dims unknown
+        if len(shape) != len(levels):
             raise SchemaError(
                 f"column {name!r}: cannot infer the shape of nested list type {t} from a value "
                 f"of shape {list(shape)}; set columns.{name}.shape in the config"
             )
+    if encoding == FLOAT64_BYTES and shape and any(d < 0 for d in shape[1:]):
+        raise SchemaError(
+            f"column {name!r}: keep_float64 writes a row's float64s as one bytes value, which "
+            f"keeps no inner list lengths: shape {list(shape)} varies below its first dim"
+        )
     if opts.null_policy not in NULL_POLICIES:
         raise SchemaError(
             f"column {name!r}: null_policy {opts.null_policy!r} is not one of {list(NULL_POLICIES)}"
@@ -272,11 +279,12 @@ def plan_features(
             f"columns {sorted(columns)} in the config are not in the input "
             f"(its leaves: {sorted(s.name for s in specs)})"
         )
-    names = [s.name for s in specs]
+    names = [key for s in specs for key in s.feature_keys]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SchemaError(
-            f"feature names {dupes} occur twice (a struct leaf clashes with a column)"
+            f"feature names {dupes} occur twice (a struct leaf or a list's row-lengths feature "
+            "clashes with a column)"
         )
     return sorted(specs, key=lambda s: s.name.encode("utf-8"))
 

@@ -249,5 +249,14 @@ def plan_sequence(
     key and the column for what does not fit."""
     columns, shapes = dict(columns or {}), dict(shapes or {})
     if options.grouped:
-        return _plan_grouped(options, schema, columns, shapes)
-    return _plan_list(options, schema, columns, shapes)
+        layout = _plan_grouped(options, schema, columns, shapes)
+    else:
+        layout = _plan_list(options, schema, columns, shapes)
+    for spec in (*layout.context, *layout.steps):
+        if spec.partition_levels:
+            raise SchemaError(
+                f"column {spec.name!r}: a list ragged below its first level (shape "
+                f"{list(spec.shape)}) has no SequenceExample form here; give it a fixed inner "
+                f"shape (columns.{spec.name}.shape) or write flat Examples"
+            )
+    return layout

@@ -22,8 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.encode.columns import decimal_text, int64_values, leaf_array
-from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar
+from transforms.encode.columns import decimal_text, int64_values, leaf_array, row_lengths_array
+from transforms.encode.features import row_lengths_specs
+from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar, is_list_type
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
     HyperLogLog,
@@ -175,9 +176,14 @@ class SplitStats:
         keys = row_keys(source, rows)
         shared: dict[int | None, np.ndarray | None] = {}
         for spec in specs:
+            arr = leaf_array(table, spec.path)
             self.features[spec.name] = feature_statistics(
-                leaf_array(table, spec.path), spec, keys, self.features.get(spec.name), shared
+                arr, spec, keys, self.features.get(spec.name), shared
             )
+            for level, lengths in zip(spec.partition_levels, row_lengths_specs(spec), strict=True):
+                self.features[lengths.name] = feature_statistics(
+                    row_lengths_array(arr, level), lengths, keys, self.features.get(lengths.name)
+                )
         self.rows += table.num_rows
         return self
 
@@ -191,13 +197,9 @@ class SplitStats:
         return self
 
 
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
 def _flatten(arr: pa.Array) -> pa.Array:
     """The innermost values of a list column (of the rows that are not null), in row order."""
-    while _is_list(arr.type):
+    while is_list_type(arr.type):
         arr = pc.list_flatten(arr)
     return arr
 
@@ -205,7 +207,7 @@ def _flatten(arr: pa.Array) -> pa.Array:
 def _element_rows(arr: pa.Array) -> np.ndarray:
     """The row of each innermost value of a list column."""
     rows: np.ndarray | None = None
-    while _is_list(arr.type):
+    while is_list_type(arr.type):
         parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False).astype(np.int64)
         rows = parents if rows is None else rows[parents]
         arr = pc.list_flatten(arr)

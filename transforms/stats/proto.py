@@ -18,6 +18,7 @@ import math
 import numpy as np
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from transforms.encode.features import row_lengths_specs
 from transforms.encode.schema import FeatureSpec
 from transforms.fs import FileSystems
 from transforms.stats.features import FeatureStats, SplitStats, stats_kind
@@ -122,10 +123,12 @@ def to_proto(
     split: str, stats: SplitStats, specs: list[FeatureSpec] | tuple[FeatureSpec, ...]
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
     """The `DatasetFeatureStatisticsList` of one split: one dataset named after it, a feature
-    per spec (in the specs' order; a feature no row reached has counts of zero)."""
+    per spec (in the specs' order, each list ragged below its first level followed by its
+    row-lengths features; a feature no row reached has counts of zero)."""
     out = statistics_pb2.DatasetFeatureStatisticsList()
     dataset = out.datasets.add(name=split, num_examples=stats.rows)
-    for spec in specs:
+    every = [one for spec in specs for one in (spec, *row_lengths_specs(spec))]
+    for spec in every:
         feature_stats = stats.features.get(spec.name) or FeatureStats(stats_kind(spec))
         feature = dataset.features.add()
         feature.path.step.append(spec.name)

@@ -61,7 +61,7 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
     """SchemaError for a feature TFDS cannot read from the shards as written: a name with "/"
     (TFDS's separator of nested features), a keep_float64 column whose nulls are dropped
     (TFDS needs the row's bytes in every record), an image column that may write a null (TFDS
-    decodes an image from every record)."""
+    decodes an image from every record), a list ragged below its first level."""
     for spec in specs:
         if "/" in spec.name:
             raise SchemaError(
@@ -73,6 +73,13 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
                 f"column {spec.name!r}: layout tfds: a keep_float64 column needs "
                 "null_policy default or fail (TFDS decodes its bytes only when every record "
                 "has them)"
+            )
+        if spec.partition_levels:
+            raise SchemaError(
+                f"column {spec.name!r}: layout tfds: a list ragged below its first level "
+                f"(shape {list(spec.shape)}) is written with row-lengths features, which TFDS's "
+                "Tensor feature does not read; use layout flat or tfx (schema.pbtxt gives it "
+                "as a RaggedTensor), or a fixed inner shape"
             )
         if spec.image is not None and spec.null_policy != "fail":
             raise SchemaError(
