@@ -298,3 +298,28 @@ def test_the_report_shows_the_row_lengths(output):
     assert result.code == 0, result.err
     page = (output / "report.html").read_text(encoding="utf-8")
     assert "deep__row_lengths_2" in page and "features the manifest does not list" not in page
+
+
+def test_verify_finds_a_fixed_first_dim_that_does_not_hold(tmp_path):
+    """Shape [2, -1]: a record whose row lengths list 3 inner lists (the values still add up)
+    is named by verify; null rows, which have no feature, are not."""
+    path = tmp_path / "t.parquet"
+    values = [[[1], [2, 3]], None, [[], [4]], [[5, 6], []]]
+    pq.write_table(pa.table({"v": pa.array(values, pa.list_(pa.list_(pa.int64())))}), path)
+    config = tmp_path / "job.yaml"
+    config.write_text("columns: {v: {shape: [2, -1]}}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["--input", path, "--output", out, "--config", config, "--compression", "none"]
+    assert run_cli_captured(["convert", *args]).code == 0
+    assert run_cli_captured(["verify", out]).code == 0
+    shard = out / read_manifest(str(out)).splits["train"].files[0]
+    originals = list(read_records(str(shard), 1 << 40))
+    example = tf.train.Example.FromString(originals[2])
+    example.features.feature["v__row_lengths_1"].int64_list.value.append(0)
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in [*originals[:2], example.SerializeToString(), *originals[3:]]:
+            writer.write(record)
+    result = run_cli_captured(["verify", out])
+    assert result.code == 1
+    assert "record 2: feature 'v': 3 elements where dim 0 is 2" in result.out, result.out
+    assert "record 1:" not in result.out

@@ -78,7 +78,7 @@ def _allowed_lengths(f: StoredFeature) -> tuple[str, Any] | None:
     """How many values a row of a ragged parse of `f` may hold: ("in", {..}), ("multiple", k)
     or None (any)."""
     shape = f.spec.shape
-    if f.spec.partition_levels:  # the parse checked them against the row lengths
+    if f.spec.partition_levels:  # RecordChecker._partitions checks them against the row lengths
         return None
     if f.spec.encoding == FLOAT64_BYTES:
         return ("in", {0, 1}) if f.nullable else None
@@ -192,9 +192,7 @@ class RecordChecker:
         (tf.io.parse_example builds the ragged value without checking them): per record, from
         the innermost level out, each level's lengths add up to the elements below it."""
         shape = f.spec.shape
-        values = parsed[_VALUES + f.name]
-        present = values.row_lengths().numpy() > 0
-        elements = values.row_lengths().numpy()  # elements of the innermost lists
+        elements = parsed[_VALUES + f.name].row_lengths().numpy()  # of the innermost lists
         problems: dict[int, str] = {}
         for k in range(len(shape) - 1, -1, -1):
             if k > 0 and shape[k] < 0:
@@ -211,8 +209,9 @@ class RecordChecker:
                 elements = lengths.row_lengths().numpy()
             elif shape[k] >= 0:
                 size = max(shape[k], 1)
-                bad = (elements % size != 0) if k > 0 else (elements != shape[k])
-                for i in np.flatnonzero(bad & (present if k == 0 else True)):
+                # dim 0: a row without the feature (null) has no elements and is not checked
+                bad = elements % size != 0 if k > 0 else (elements != shape[k]) & (elements > 0)
+                for i in np.flatnonzero(bad):
                     problems.setdefault(
                         int(i), f"{elements[i]} elements where dim {k} is {shape[k]}"
                     )
