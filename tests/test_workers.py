@@ -358,3 +358,36 @@ def test_csv_work_items_on_workers(tmp_path):
         assert convert(str(tmp_path / "*.csv"), out, workers=workers).code == 0
         outs.append(files_of(out))
     assert outs[0] == outs[1]
+
+
+class _InterruptsInFinalizer:
+    """Ctrl-C that arrives while a finalizer runs: Python prints the KeyboardInterrupt
+    ("Exception ignored in ...") and goes on, as it did once in numba's compiler."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs between bytecodes: here, inside __del__
+            pass
+
+
+def _item_that_loses_a_ctrl_c(item: int) -> int:
+    if item == 1 and os.getpid() == _LAUNCHER[0]:
+        _InterruptsInFinalizer()  # made and dropped: its __del__ runs here
+    return item
+
+
+_LAUNCHER = [0]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_ctrl_c_lost_in_a_finalizer_still_interrupts(workers):
+    from pipeline.engines.inprocess.pool import run_items
+
+    _LAUNCHER[0] = os.getpid()
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        for _index, result in run_items(_item_that_loses_a_ctrl_c, list(range(6)), workers):
+            seen.append(result)
+    assert (seen == [0]) if workers == 1 else (len(seen) < 6)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back

@@ -120,9 +120,11 @@ class _WorkerError(Exception):
 
 
 class _Interrupts:
-    """Whether Ctrl-C came while this process worked on an item. A KeyboardInterrupt raised
-    inside compiled code comes out as another error (numba: "returned a result with an
-    exception set"): with this, it is still reported as the interrupt it is."""
+    """Whether Ctrl-C came while the items ran. The KeyboardInterrupt it raises can be lost: in
+    compiled code it comes out as another error (numba: "returned a result with an exception
+    set"), and in a finalizer (`__del__`, numba's compiler runs some) Python prints it and goes
+    on. With this, it is still reported as the interrupt it is: `check()` raises it again at
+    the next item boundary."""
 
     def __init__(self) -> None:
         self.seen = False
@@ -131,6 +133,11 @@ class _Interrupts:
     def _handler(self, signum: int, frame: Any) -> None:
         self.seen = True
         raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise the KeyboardInterrupt of a Ctrl-C that came and was lost on its way."""
+        if self.seen:
+            raise KeyboardInterrupt
 
     def __enter__(self) -> _Interrupts:
         # only where Ctrl-C interrupts at all: a job started with SIGINT ignored (nohup, a
@@ -150,13 +157,15 @@ def _here(
 ) -> R:
     """fn(item) in this process, a failure named by its work item."""
     try:
-        return fn(item)
+        result = fn(item)
     except (KeyboardInterrupt, WorkItemError):
         raise
     except Exception as err:
         if interrupts.seen:  # Ctrl-C, surfaced by compiled code as another error
             raise KeyboardInterrupt from err
         raise work_item_error(describe(item), err) from err
+    interrupts.check()  # Ctrl-C, lost in a finalizer while the item ran
+    return result
 
 
 def run_items(
@@ -169,16 +178,17 @@ def run_items(
     """(index, fn(items[index])) for every item, in index order, on `workers` processes: this
     one and `workers - 1` forked ones (1: this one alone). `describe` names an item in an
     error; `sizes` (optional) orders the work, largest first."""
-    if workers <= 1 or len(items) <= 1:
-        for index, item in enumerate(items):
-            with _Interrupts() as interrupts:
+    with _Interrupts() as interrupts:  # for the whole run: the caller's work between items too
+        if workers <= 1 or len(items) <= 1:
+            for index, item in enumerate(items):
                 result = _here(fn, item, describe, interrupts)
-            yield index, result
-        return
-    order = list(range(len(items)))
-    if sizes is not None:
-        order.sort(key=lambda i: -sizes[i])  # largest first: the tail is a small item
-    yield from _run_pool(fn, items, min(workers, len(items)), describe, order)
+                yield index, result
+                interrupts.check()
+            return
+        order = list(range(len(items)))
+        if sizes is not None:
+            order.sort(key=lambda i: -sizes[i])  # largest first: the tail is a small item
+        yield from _run_pool(fn, items, min(workers, len(items)), describe, order, interrupts)
 
 
 class _Dispatch(threading.Thread):
@@ -275,6 +285,7 @@ def _run_pool(
     workers: int,
     describe: Callable[[T], str],
     order: list[int],
+    interrupts: _Interrupts,
 ) -> Iterator[tuple[int, R]]:
     """`workers - 1` forked processes and this one take the items, so N workers are N
     processes (N cores busy, not N + 1 processes sharing them, and memory for N). A thread of
@@ -296,13 +307,13 @@ def _run_pool(
         while next_out < len(items):
             index = dispatch.take()
             if index is not None:  # an item for this process
-                with _Interrupts() as interrupts:
-                    result = _here(fn, items[index], describe, interrupts)
+                result = _here(fn, items[index], describe, interrupts)
                 with dispatch.changed:
                     dispatch.done[index] = result
             with dispatch.changed:
                 while index is None and next_out not in dispatch.done and dispatch.failure is None:
-                    dispatch.changed.wait()
+                    dispatch.changed.wait(timeout=0.5)
+                    interrupts.check()
                 if dispatch.failure is not None:
                     raise dispatch.failure
                 ready = []
@@ -310,6 +321,7 @@ def _run_pool(
                     ready.append((next_out, dispatch.done.pop(next_out)))
                     next_out += 1
             yield from ready
+            interrupts.check()
     finally:
         if dispatch is not None:
             dispatch.stop()
