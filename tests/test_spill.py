@@ -90,6 +90,14 @@ def test_framed_offsets_find_every_frame_and_refuse_a_cut_one():
     assert framed_offsets(np.empty(0, np.uint8)).tolist() == [0]
     with pytest.raises(ValueError, match="whole TFRecord frames"):
         framed_offsets(batch.buffer[:-3])
+    # told how many records there are: one walk, the same offsets, a wrong count refused
+    assert framed_offsets(batch.buffer, 50).tolist() == batch.offsets.tolist()
+    assert framed_offsets(np.empty(0, np.uint8), 0).tolist() == [0]
+    for wrong in (0, 49, 51):
+        with pytest.raises(ValueError, match=f"hold {wrong} whole TFRecord frames"):
+            framed_offsets(batch.buffer, wrong)
+    with pytest.raises(ValueError, match="hold 50 whole TFRecord frames"):
+        framed_offsets(batch.buffer[:-3], 50)
 
 
 def test_buckets_lie_in_the_shard_of_their_key_and_follow_key_order():
@@ -229,3 +237,57 @@ def test_a_missing_spill_file_is_named(tmp_path):
     fn.setup()
     with pytest.raises(FileNotFoundError, match="spill file of the grouped write is missing"):
         list(fn.process((0, [ref for _, ref in refs])))
+
+
+@pytest.mark.parametrize(
+    ("compression", "member_bytes", "block", "sort", "limit"),
+    [
+        ("gzip", None, 8 << 10, 16 << 10, 24 << 10),
+        ("gzip", None, 8 << 10, 4 << 10, 1),  # a slice per group, groups smaller than a block
+        ("gzip", 1 << 10, 8 << 10, 16 << 10, 40 << 10),  # an indexed output's small members
+        ("gzip", None, 64 << 10, 16 << 10, 20 << 10),  # blocks that cross several slices
+        ("none", None, 8 << 10, 16 << 10, 24 << 10),
+        ("gzip", None, 8 << 10, 16 << 10, 1 << 30),  # one slice: the whole shard
+    ],
+)
+def test_a_shard_written_in_slices_is_the_shard_written_whole(
+    tmp_path, monkeypatch, compression, member_bytes, block, sort, limit
+):
+    """plan_slices + write_slice (each slice on its own, in any order) + assemble_shard give
+    the bytes write_shard gives, and tell every record once."""
+    from transforms.write.files import block_compressor
+    from transforms.write.grouped import slices as sliced
+
+    monkeypatch.setattr(grouped, "BLOCK_BYTES", block)
+    monkeypatch.setattr(spill, "SORT_BYTES", sort)
+    batches = [_framed(500 + 40 * k, seed=k, source=f"f{k % 3}", first=k) for k in range(9)]
+    spiller = pieces.ShardSpiller(3, 11, str(tmp_path), "s", compression, buckets=40)
+    refs = [ref for batch in batches for ref in spiller.spill(batch)]
+    spiller.close()
+    compress = block_compressor(compression, None, "isal", member_bytes)
+    for shard in range(3):
+        mine = [ref for s, ref in refs if s == shard]
+        whole = pieces.write_shard(shard, mine, "s", str(tmp_path), compression, compress, 11)
+        plan = sliced.plan_slices("s", shard, mine[::-1], limit)  # any order of the refs
+        assert [s.index for s in plan] == list(range(len(plan)))
+        if limit == 1:
+            assert len(plan) > 10
+        told: list[tuple[int, int]] = []
+        tell = told.append
+        outs = {s.index: sliced.write_slice(s, str(tmp_path), compression, compress,
+                                            lambda r, b, tell=tell: tell((r, b)))
+                for s in reversed(plan)}  # fmt: skip
+        part = sliced.assemble_shard("s", shard, [outs[i] for i in range(len(plan))],
+                                     str(tmp_path), compression, compress,
+                                     lambda r, b, tell=tell: tell((r, b)))  # fmt: skip
+        got = Path(part.temp_path).read_bytes()
+        assert got == Path(whole.temp_path).read_bytes()
+        assert (part.rows, part.bytes) == (whole.rows, whole.bytes) and whole.rows > 0
+        assert sum(r for r, _ in told) == whole.rows and sum(b for _, b in told) == whole.bytes
+
+
+def test_a_shard_with_no_record_has_no_slice():
+    from transforms.write.grouped import slices as sliced
+
+    assert sliced.plan_slices("s", 0, []) == []
+    assert not sliced.can_slice("zlib") and sliced.can_slice("gzip") and sliced.can_slice("none")

@@ -166,6 +166,34 @@ def test_grouped_writes_equal_beams(source, tmp_path):
         assert shards and all(ours[name] == theirs[name] for name in shards)
 
 
+@pytest.mark.parametrize("flags", [[], ["--compression", "none"], ["--index"]])
+def test_a_shuffled_shard_written_in_slices_is_the_shard_one_worker_writes(
+    source, tmp_path, monkeypatch, flags
+):
+    """On several workers a shuffled shard is written in slices (grouped/slices.py), joined
+    after: small slices, blocks and sort groups here make dozens of slices whose blocks cross
+    their bounds; the files are those of one worker, which writes each shard whole."""
+    from transforms.write.grouped import records, slices, spill
+
+    monkeypatch.setattr(slices, "SLICE_BYTES", 96 << 10)
+    monkeypatch.setattr(records, "BLOCK_BYTES", 40 << 10)
+    monkeypatch.setattr(spill, "SORT_BYTES", 24 << 10)
+    outs = {}
+    for workers in (1, 3):
+        out = tmp_path / f"w{workers}"
+        args = ["--shuffle", "--batch-rows", "1500", *flags]
+        result = convert(source, out, *args, workers=workers)
+        assert result.code == 0, result.err
+        outs[workers] = files_of(out)
+    assert outs[1] == outs[3]
+    shards = [name for name in outs[1] if ".tfrecord" in name and not name.endswith(".idx")]
+    assert len(shards) == 1 and len(outs[1][shards[0]]) > 4 * (96 << 10) // 5
+    manifest = json.loads(outs[3]["manifest.json"])
+    assert manifest["splits"]["train"]["rows"] == ROWS
+    (got,) = load_dataset(str(tmp_path / "w3"), batch_size=ROWS)
+    assert sorted(got["id"].numpy().tolist()) == list(range(ROWS))
+
+
 # ------------------------------------------------------------------ bad rows from every worker
 
 

@@ -34,14 +34,14 @@ _S33 = np.uint64(33)
 
 
 @njit(cache=True, inline="always")
-def hash_range(
-    data: np.ndarray, start: int, end: int, h: np.uint64
-) -> np.uint64:  # pragma: no cover
-    """The hash of `data[start:end]` from the FNV-1a state `h` (`FNV_OFFSET`, or a salt's
-    state): FNV-1a 64 over the bytes, then a final mix. The one definition of the hash, for
-    the compiled loops that hash values (here, and the statistics' counting)."""
+def _fnv1a(data: np.ndarray, start: int, end: int, h: np.uint64) -> np.uint64:  # pragma: no cover
     for j in range(start, end):
         h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+    return h
+
+
+@njit(cache=True, inline="always")
+def _final_mix(h: np.uint64) -> np.uint64:  # pragma: no cover
     h ^= h >> _S33
     h *= _M1
     h ^= h >> _S33
@@ -50,18 +50,49 @@ def hash_range(
     return h
 
 
+@njit(cache=True, inline="always")
+def hash_range(
+    data: np.ndarray, start: int, end: int, h: np.uint64
+) -> np.uint64:  # pragma: no cover
+    """The hash of `data[start:end]` from the FNV-1a state `h` (`FNV_OFFSET`, or a salt's
+    state): FNV-1a 64 over the bytes, then a final mix. The one definition of the hash, for
+    the compiled loops that hash values (here, and the statistics' counting)."""
+    return _final_mix(_fnv1a(data, start, end, h))
+
+
 @njit(cache=True)
 def hash_ranges_kernel(
     starts: np.ndarray, ends: np.ndarray, data: np.ndarray, prefix: np.ndarray
 ) -> np.ndarray:  # pragma: no cover
-    """hash(prefix + data[starts[i]:ends[i]]) for each i (prefix: a salt, or empty)."""
+    """hash(prefix + data[starts[i]:ends[i]]) for each i (prefix: a salt, or empty).
+
+    The same hash as `hash_range`, four values at a time: FNV-1a is one chain of dependent
+    multiplies per value, so one value at a time leaves the multiplier waiting; four chains
+    side by side, over the bytes all four have, then each value's rest alone, hash 1.7x faster
+    (1.33M records of 300 bytes: 0.24 s against 0.40 s on this project's 2-core machine;
+    eight chains were slower again)."""
     n = len(starts)
     out = np.empty(n, dtype=np.uint64)
-    h0 = FNV_OFFSET
-    for j in range(len(prefix)):
-        h0 = (h0 ^ np.uint64(prefix[j])) * _FNV_PRIME
-    for i in range(n):
+    h0 = _fnv1a(prefix, 0, len(prefix), FNV_OFFSET)
+    i = 0
+    while i + 4 <= n:
+        s0, s1, s2, s3 = starts[i], starts[i + 1], starts[i + 2], starts[i + 3]
+        e0, e1, e2, e3 = ends[i], ends[i + 1], ends[i + 2], ends[i + 3]
+        common = max(0, min(min(e0 - s0, e1 - s1), min(e2 - s2, e3 - s3)))
+        a, b, c, d = h0, h0, h0, h0
+        for j in range(common):
+            a = (a ^ np.uint64(data[s0 + j])) * _FNV_PRIME
+            b = (b ^ np.uint64(data[s1 + j])) * _FNV_PRIME
+            c = (c ^ np.uint64(data[s2 + j])) * _FNV_PRIME
+            d = (d ^ np.uint64(data[s3 + j])) * _FNV_PRIME
+        out[i] = _final_mix(_fnv1a(data, s0 + common, e0, a))
+        out[i + 1] = _final_mix(_fnv1a(data, s1 + common, e1, b))
+        out[i + 2] = _final_mix(_fnv1a(data, s2 + common, e2, c))
+        out[i + 3] = _final_mix(_fnv1a(data, s3 + common, e3, d))
+        i += 4
+    while i < n:
         out[i] = hash_range(data, starts[i], ends[i], h0)
+        i += 1
     return out
 
 

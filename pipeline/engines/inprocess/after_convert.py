@@ -2,7 +2,9 @@
 plain function of the `Job` (units.py):
 - a task's spilled blocks: `assemble_task` writes the task's rolling files (workers > 1);
 - a grouped sequence's bucket: `encode_bucket` encodes its sequences and writes or spills them;
-- a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces.
+- a shard of a grouped write: `write_grouped_shard` writes it from its spilled pieces; with a
+  shuffle on several workers, `slice_shard` cuts it into slices, `write_grouped_slice` writes
+  each, `assemble_grouped_shard` joins them.
 """
 
 from __future__ import annotations
@@ -15,16 +17,28 @@ from transforms.sequence.encode import encode_groups
 from transforms.sequence.spill import RowsRef, read_bucket
 from transforms.write.files import ShardPart
 from transforms.write.grouped.pieces import SpillRef, write_shard
+from transforms.write.grouped.slices import (
+    Slice,
+    SliceOut,
+    assemble_shard,
+    can_slice,
+    plan_slices,
+    write_slice,
+)
 from transforms.write.rolling.blocks import BlockReader, BlockRef
 
 __all__ = [
     "Bucket",
     "BucketOutput",
     "Shard",
+    "ShardSlices",
     "TaskBlocks",
+    "assemble_grouped_shard",
     "assemble_task",
     "encode_bucket",
+    "slice_shard",
     "write_grouped_shard",
+    "write_grouped_slice",
 ]
 
 
@@ -109,6 +123,46 @@ class Shard:
     split: str
     shard: int
     refs: tuple[SpillRef, ...]
+
+
+def slice_shard(job: Job, item: Shard, workers: int) -> list[Slice]:
+    """The shard cut into slices that workers write at once (grouped/slices.py), or [] where
+    it is written whole: without a shuffle, with zlib, or on one worker (a slice's blocks are
+    spilled, then copied: worth it only where another worker takes a slice)."""
+    if workers <= 1 or not can_slice(job.plan.config.compression):
+        return []
+    if job.grouping[item.split].seed is None:
+        return []
+    return plan_slices(item.split, item.shard, item.refs)
+
+
+def write_grouped_slice(job: Job, item: Slice) -> SliceOut:
+    """One slice of a shuffled shard, its blocks spilled."""
+    config = job.plan.config
+    progress = job.progress(item.split)
+    out = write_slice(item, job.temp_dir, config.compression, job.compress(),
+                      None if progress is None else progress.add)  # fmt: skip
+    job.flush_progress()
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSlices:
+    """A shuffled shard's slices, written: what `assemble_grouped_shard` joins."""
+
+    split: str
+    shard: int
+    outs: tuple[SliceOut, ...]
+
+
+def assemble_grouped_shard(job: Job, item: ShardSlices) -> ShardPart:
+    """The shard's temp file from its written slices: the bytes write_shard writes."""
+    config = job.plan.config
+    progress = job.progress(item.split)
+    part = assemble_shard(item.split, item.shard, item.outs, job.temp_dir, config.compression,
+                          job.compress(), None if progress is None else progress.add)  # fmt: skip
+    job.flush_progress()
+    return part
 
 
 def write_grouped_shard(job: Job, item: Shard) -> ShardPart:

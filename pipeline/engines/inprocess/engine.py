@@ -40,10 +40,14 @@ from pipeline.engines.finish import finish_job
 from pipeline.engines.inprocess.after_convert import (
     Bucket,
     Shard,
+    ShardSlices,
     TaskBlocks,
+    assemble_grouped_shard,
     assemble_task,
     encode_bucket,
+    slice_shard,
     write_grouped_shard,
+    write_grouped_slice,
 )
 from pipeline.engines.inprocess.pool import run_items
 from pipeline.engines.inprocess.units import (
@@ -69,6 +73,8 @@ from transforms.stats.proto import write_statistics
 from transforms.write.files import ShardFile, ShardPart
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped.pieces import SpillRef
+from transforms.write.grouped.slices import Slice, SliceOut
+from transforms.write.grouped.spill import BucketRef
 from transforms.write.index import write_index
 from transforms.write.layout import shard_prefix, shard_suffix
 
@@ -249,29 +255,63 @@ def _buckets(job: Job, merged: _Merged, workers: int) -> None:
 
 def _write(job: Job, merged: _Merged, workers: int) -> None:
     """Phase 4: the rolling files of each task from its blocks, and each grouped shard from its
-    pieces (both only where phase 2 or 3 spilled)."""
+    pieces (both only where phase 2 or 3 spilled); a shuffled shard, on several workers, in
+    slices, which are then joined shard by shard."""
     tasks = [TaskBlocks(s, t, tuple(b)) for (s, t), b in sorted(merged.blocks.items())]
     shards = [Shard(s, n, tuple(r)) for (s, n), r in sorted(merged.pieces.items())]
-    items: list[TaskBlocks | Shard] = [*tasks, *shards]
+    slices = {(shard.split, shard.shard): slice_shard(job, shard, workers) for shard in shards}
+    whole = [shard for shard in shards if not slices[shard.split, shard.shard]]
+    cut = [piece for pieces in slices.values() for piece in pieces]
+    items: list[TaskBlocks | Shard | Slice] = [*tasks, *whole, *cut]
 
-    def write(item: TaskBlocks | Shard) -> list[ShardPart]:
+    def write(item: TaskBlocks | Shard | Slice) -> list[ShardPart] | SliceOut:
         if isinstance(item, TaskBlocks):
             return assemble_task(job, item)
+        if isinstance(item, Slice):
+            return write_grouped_slice(job, item)
         return [write_grouped_shard(job, item)]
 
-    def describe(item: TaskBlocks | Shard) -> str:
+    def describe(item: TaskBlocks | Shard | Slice) -> str:
         if isinstance(item, TaskBlocks):
             return f"split {item.split}, the files of read task {item.task}"
+        if isinstance(item, Slice):
+            return f"split {item.split}, shard {item.shard}, slice {item.index}"
         return f"split {item.split}, shard {item.shard}"
 
-    def size(item: TaskBlocks | Shard) -> float:
+    def size(item: TaskBlocks | Shard | Slice) -> float:
         if isinstance(item, TaskBlocks):
             return float(sum(b.size for b in item.blocks))
-        return float(sum(getattr(r, "stop", 0) - getattr(r, "start", 0) for r in item.refs))
+        if isinstance(item, Slice):
+            return float(item.framed_bytes)
+        return float(sum(_spilled_bytes(r) for r in item.refs))
 
+    outs: dict[tuple[str, int], dict[int, SliceOut]] = {}
     with _run(write, items, workers, describe, [size(x) for x in items]) as results:
-        for i, parts in results:
-            merged.parts[items[i].split] += parts
+        for i, result in results:
+            item = items[i]
+            if isinstance(item, Slice):
+                outs.setdefault((item.split, item.shard), {})[item.index] = result
+            else:
+                merged.parts[item.split] += result
+    joined = [
+        ShardSlices(split, shard, tuple(written[i] for i in range(len(written))))
+        for (split, shard), written in sorted(outs.items())
+    ]
+    with _run(
+        functools.partial(assemble_grouped_shard, job),
+        joined,
+        workers,
+        lambda item: f"split {item.split}, shard {item.shard}",
+    ) as results:
+        for i, part in results:
+            merged.parts[joined[i].split].append(part)
+
+
+def _spilled_bytes(ref: SpillRef) -> int:
+    """The bytes a shard's reference points at in its spill file."""
+    if isinstance(ref, BucketRef):
+        return int(ref.byte_bounds[-1] - ref.byte_bounds[0])
+    return ref.stop - ref.start
 
 
 def run_in_process(

@@ -35,7 +35,7 @@ from transforms.write.grouped.spill import (
     bucket_groups,
 )
 
-__all__ = ["ShardSpiller", "SpillRef", "write_shard"]
+__all__ = ["ShardSpiller", "SpillRef", "shard_bucket_bytes", "sorted_groups", "write_shard"]
 
 SpillRef = Union[PieceRef, BucketRef]  # noqa: UP007 (a Beam type hint)
 
@@ -67,7 +67,9 @@ class ShardSpiller:
     def _by_group(self, batch: EncodedBatch, groups: np.ndarray, count: int) -> tuple:
         """The batch's records ordered by group id (stably), their offsets, the record bounds
         of each group and the order."""
-        order = np.argsort(groups, kind="stable")
+        # numpy sorts 16-bit integers stably by radix: 8x faster than int64 for a batch
+        small = groups.astype(np.uint16) if count <= 1 << 16 else groups
+        order = np.argsort(small, kind="stable")
         buffer, offsets = gather_records(batch.buffer, batch.offsets, order)
         bounds = np.searchsorted(groups[order], np.arange(count + 1), side="left")
         return buffer, offsets, bounds, order
@@ -148,27 +150,41 @@ def _write_pieces(runs: BlockRuns, out: BlockFile, refs: Sequence[PieceRef]) -> 
                 out.write_compressed(data, ref.rows, ref.framed_bytes)
             else:
                 buffer = np.frombuffer(data, np.uint8)
-                runs.add(buffer, framed_offsets(buffer))
+                runs.add(buffer, framed_offsets(buffer, ref.rows))
     finally:
         reader.close()
 
 
+def shard_bucket_bytes(refs: Sequence[BucketRef]) -> np.ndarray:
+    """The framed bytes of each bucket of a shard, over all its refs."""
+    return sum(np.diff(ref.byte_bounds) for ref in refs)
+
+
+def sorted_groups(
+    reader: SpillReader, refs: Sequence[BucketRef], groups: Sequence[tuple[int, int]]
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The records of each group of buckets [a, b) of a shard in key order: (buffer, offsets),
+    a group at a time. `refs` in origin order: the sort is stable, so records of equal keys
+    keep the order of their origin."""
+    for a, b in groups:
+        data, keys = [], []
+        for ref in refs:
+            lo, hi = int(ref.byte_bounds[a]), int(ref.byte_bounds[b])
+            if lo < hi:
+                data.append((ref.path, ref.data_at + lo, ref.data_at + hi))
+                ra, rb = int(ref.record_bounds[a]), int(ref.record_bounds[b])
+                keys.append((ref.path, ref.keys_at + 8 * ra, ref.keys_at + 8 * rb))
+        buffer = _read_into(reader, data, np.uint8)
+        order = np.argsort(_read_into(reader, keys, np.uint64), kind="stable")
+        yield gather_records(buffer, framed_offsets(buffer, order.size), order)
+        del buffer, order
+
+
 def _write_sorted(runs: BlockRuns, refs: Sequence[BucketRef]) -> None:
-    sizes = sum(np.diff(ref.byte_bounds) for ref in refs)
     reader = SpillReader()
     try:
-        for a, b in bucket_groups(sizes):
-            data, keys = [], []
-            for ref in refs:  # in origin order: the sort below is stable
-                lo, hi = int(ref.byte_bounds[a]), int(ref.byte_bounds[b])
-                if lo < hi:
-                    data.append((ref.path, ref.data_at + lo, ref.data_at + hi))
-                    ra, rb = int(ref.record_bounds[a]), int(ref.record_bounds[b])
-                    keys.append((ref.path, ref.keys_at + 8 * ra, ref.keys_at + 8 * rb))
-            buffer = _read_into(reader, data, np.uint8)
-            order = np.argsort(_read_into(reader, keys, np.uint64), kind="stable")
-            runs.add(*gather_records(buffer, framed_offsets(buffer), order))
-            del buffer, order
+        for buffer, offsets in sorted_groups(reader, refs, bucket_groups(shard_bucket_bytes(refs))):
+            runs.add(buffer, offsets)
     finally:
         reader.close()
 
