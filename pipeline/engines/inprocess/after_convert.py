@@ -127,11 +127,14 @@ class Shard:
 
 def slice_shard(job: Job, item: Shard, workers: int) -> list[Slice]:
     """The shard cut into slices that workers write at once (grouped/slices.py), or [] where
-    it is written whole: without a shuffle, with zlib, or on one worker (a slice's blocks are
-    spilled, then copied: worth it only where another worker takes a slice)."""
-    if workers <= 1 or not can_slice(job.plan.config.compression):
+    it is written whole: without a shuffle, with zlib, or where the split has shards enough
+    to keep every worker busy (2 per worker). A slice's blocks are spilled, then copied into
+    the shard: I/O worth paying only where a worker would otherwise wait (3 shards on 2
+    workers take two rounds whole)."""
+    grouping = job.grouping[item.split]
+    if grouping.seed is None or not can_slice(job.plan.config.compression):
         return []
-    if job.grouping[item.split].seed is None:
+    if workers <= 1 or grouping.num_shards >= 2 * workers:
         return []
     return plan_slices(item.split, item.shard, item.refs)
 

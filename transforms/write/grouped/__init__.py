@@ -10,5 +10,6 @@ group, not by the shard, and the output is the same as sorting the whole shard b
 
 Modules: `records` (shard ids, shuffle keys, gathering, block runs: numpy and numba), `spill`
 (the spill files and their references), `pieces` (the two halves as plain code: `ShardSpiller`,
-`write_shard`), `beam` (the DoFns over them).
+`write_shard`), `slices` (a shuffled shard written by several workers at once, then joined:
+the in-process engine), `beam` (the DoFns over them).
 """
