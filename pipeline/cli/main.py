@@ -66,6 +66,19 @@ def _parser() -> argparse.ArgumentParser:
     common = [_common()]
     c = sub.add_parser("convert", help="run the conversion job", parents=common)
     _job_flags(c)
+    c.add_argument(
+        "--dates",
+        metavar="START..END",
+        help="a backfill: one run per date of the range (both included), as --date would run "
+        "it; dates whose output is committed are skipped",
+    )
+    c.add_argument(
+        "--parallel-dates",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --dates: run N dates at once (default 1), sharing the cores",
+    )
     p = sub.add_parser(
         "plan",
         help="what convert would read and write, without running it",
@@ -240,6 +253,13 @@ def _main(argv: Sequence[str] | None) -> int:
             from pipeline.cli import commands
 
             return commands.plan(args, flags, beam_args)
+        if args.parallel_dates != 1 and not args.dates:
+            sub.error("--parallel-dates is for a backfill: give --dates START..END")
+        if args.dates:
+            from pipeline.cli.backfill import backfill
+
+            given = list(sys.argv[1:] if argv is None else argv)
+            return backfill(args, flags, given[given.index("convert") + 1 :])
         from pipeline.cli import convert as launch
 
         return launch.convert(args, flags, beam_args)
