@@ -10,6 +10,7 @@ plain function of the `Job` (units.py):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from pipeline.engines.inprocess.units import BadRows, Job
 from transforms.encode.records import BatchStats
@@ -139,12 +140,16 @@ def slice_shard(job: Job, item: Shard, workers: int) -> list[Slice]:
     return plan_slices(item.split, item.shard, item.refs)
 
 
+def _told(job: Job, split: str) -> Callable[[int, int], None] | None:
+    """What a writer tells (records, bytes) as it writes: this process's progress report."""
+    progress = job.progress(split)
+    return None if progress is None else progress.add
+
+
 def write_grouped_slice(job: Job, item: Slice) -> SliceOut:
     """One slice of a shuffled shard, its blocks spilled."""
-    config = job.plan.config
-    progress = job.progress(item.split)
-    out = write_slice(item, job.temp_dir, config.compression, job.compress(),
-                      None if progress is None else progress.add)  # fmt: skip
+    compression = job.plan.config.compression
+    out = write_slice(item, job.temp_dir, compression, job.compress(), _told(job, item.split))
     job.flush_progress()
     return out
 
@@ -160,21 +165,18 @@ class ShardSlices:
 
 def assemble_grouped_shard(job: Job, item: ShardSlices) -> ShardPart:
     """The shard's temp file from its written slices: the bytes write_shard writes."""
-    config = job.plan.config
-    progress = job.progress(item.split)
-    part = assemble_shard(item.split, item.shard, item.outs, job.temp_dir, config.compression,
-                          job.compress(), None if progress is None else progress.add)  # fmt: skip
+    compression = job.plan.config.compression
+    part = assemble_shard(item.split, item.shard, item.outs, job.temp_dir, compression,
+                          job.compress(), _told(job, item.split))  # fmt: skip
     job.flush_progress()
     return part
 
 
 def write_grouped_shard(job: Job, item: Shard) -> ShardPart:
     """The shard's temp file from its spilled pieces (WriteShardFn's work)."""
-    config = job.plan.config
-    progress = job.progress(item.split)
     part = write_shard(
-        item.shard, item.refs, item.split, job.temp_dir, config.compression, job.compress(),
-        job.grouping[item.split].seed, None if progress is None else progress.add,
+        item.shard, item.refs, item.split, job.temp_dir, job.plan.config.compression,
+        job.compress(), job.grouping[item.split].seed, _told(job, item.split),
     )  # fmt: skip
     job.flush_progress()
     return part
