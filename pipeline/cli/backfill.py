@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import signal
 import subprocess
 import sys
@@ -108,10 +109,7 @@ class _Date:
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
             )
         prefix = f"[{self.date.isoformat()}] "
-        relay = threading.Thread(
-            target=lambda: [say(prefix + line.rstrip("\n")) for line in self.process.stderr],
-            daemon=True,
-        )
+        relay = threading.Thread(target=_relay, args=(self.process.stderr, prefix, say))
         relay.start()
         stdout = self.process.stdout.read()
         code = self.process.wait()
@@ -146,9 +144,13 @@ def _stop(runs: Sequence[_Date]) -> None:
             process.wait()
 
 
-def _last_json(stdout: str) -> dict[str, Any]:
-    import json
+def _relay(stream: Any, prefix: str, say: Callable[[str], None]) -> None:
+    """A date's stderr, line by line, after its prefix."""
+    for line in stream:
+        say(prefix + line.rstrip("\n"))
 
+
+def _last_json(stdout: str) -> dict[str, Any]:
     for line in reversed(stdout.splitlines()):
         if line.startswith("{"):
             try:
