@@ -225,3 +225,50 @@ def check_lease_calls(emulator: Emulator, output: str) -> None:
     assert objects(emulator, output) == {LEASE_NAME}
     assert release_lease(output, "other")
     assert objects(emulator, output) == set()
+
+
+def check_incremental_spans(emulator: Emulator, output: str, upload, tmp_path: Path) -> None:
+    """`convert --incremental` on the store: a first span of two inputs; then, with one input
+    rewritten, a new one and a leftover object of a run that did not commit, one run with
+    --reconvert-changed makes span 2 of all three and removes span 1 and the leftover; a run
+    with nothing new writes nothing. The dataset reads back as the inputs, each row once."""
+    from pipeline.output.dataset import read_dataset
+    from pipeline.reader.arrays import iter_batches
+
+    def table(first: int, rows: int) -> pa.Table:
+        return pa.table({"id": np.arange(first, first + rows), "x": np.arange(rows) * 0.5})
+
+    def put(name: str, t: pa.Table) -> str:
+        path = tmp_path / name
+        pq.write_table(t, path)
+        return upload(path, f"inc-{tmp_path.name}/{name}")
+
+    a = put("a.parquet", table(0, 50))
+    pattern = a.rsplit("/", 1)[0] + "/*.parquet"
+    put("b.parquet", table(100, 50))
+    first = run_cli_captured(["convert", "--input", pattern, "--output", output, "--incremental"])
+    assert first.code == 0, first.err
+    put("b.parquet", table(500, 70))  # rewritten: another size
+    put("c.parquet", table(900, 5))
+    leftover = tmp_path / "leftover"
+    leftover.write_bytes(b"x")
+    object_store_leftover = f"{output}/span-00009/train-00000-of-00001.tfrecord.gz"
+    with open(leftover, "rb") as f, FileSystems.create(object_store_leftover) as g:
+        g.write(f.read())
+    second = run_cli_captured(
+        ["convert", "--input", pattern, "--output", output, "--incremental", "--reconvert-changed"]
+    )
+    assert second.code == 0, second.err
+    assert "removed span-00009: not committed to the dataset" in second.err
+    line = json.loads(second.out.strip().splitlines()[-1])
+    assert (line["span"], line["retired"], line["rows_out"]) == (2, [1], 125)
+    dataset = read_dataset(output)
+    assert dataset is not None and dataset.numbers == [2]
+    assert [i.rows for i in dataset.spans[0].inputs] == [50, 70, 5]
+    names = objects(emulator, output)
+    assert {n.split("/", 1)[0] for n in names} == {"dataset.json", "span-00002"}  # no lease
+    ids = sorted(v for b in iter_batches(output, batch_size=1000) for v in b["id"].tolist())
+    assert ids == [*range(50), *range(500, 570), *range(900, 905)]
+    third = run_cli_captured(["convert", "--input", pattern, "--output", output, "--incremental"])
+    assert third.code == 0 and "nothing new" in third.out
+    assert objects(emulator, output) == names

@@ -199,3 +199,7 @@ def test_a_lease_from_another_host_refuses_a_run_on_gs(gcs):
 
 def test_lease_calls_on_gs(gcs):
     object_store.check_lease_calls(gcs, f"gs://{BUCKET}/lease-calls")
+
+
+def test_incremental_spans_on_gs(gcs, tmp_path):
+    object_store.check_incremental_spans(gcs, f"gs://{BUCKET}/incremental", upload, tmp_path)

@@ -250,3 +250,7 @@ def test_load_dataset_on_s3_says_tensorflow_cannot_read_it(s3, sample_out):
     with pytest.raises(ValueError, match=r"TensorFlow cannot read s3://.*iter_batches") as err:
         load_dataset(sample_out, split="train")
     assert f"{sample_out}/train-00000-of-" in str(err.value)
+
+
+def test_incremental_spans_on_s3(s3, tmp_path):
+    object_store.check_incremental_spans(s3, f"s3://{BUCKET}/incremental", upload, tmp_path)

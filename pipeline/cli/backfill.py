@@ -123,6 +123,10 @@ class _Date:
             bad=summary.get("bad"),
             seconds=round(time.monotonic() - start, 3),
         )
+        if "span" in summary:  # --incremental: the span the date added, None: nothing new
+            self.outcome["span"] = summary["span"]
+            if summary["span"] is None and code == EXIT_OK:
+                self.outcome.update(status="skipped", reason="nothing new")
         if summary.get("error"):
             self.outcome["error"] = summary["error"]
 
@@ -161,8 +165,27 @@ def _last_json(stdout: str) -> dict[str, Any]:
     return {}
 
 
-def _check(config_output: str, inputs: Sequence[str], dates: Sequence[datetime.date]) -> None:
-    if not has_date_template(config_output):
+def _check(
+    config_output: str,
+    inputs: Sequence[str],
+    dates: Sequence[datetime.date],
+    incremental: bool = False,
+    parallel: int = 1,
+    overwrite: bool = False,
+) -> None:
+    if incremental and not has_date_template(config_output):  # the dates' spans of one dataset
+        if overwrite:
+            raise ConfigError(
+                "--overwrite: an incremental backfill into one dataset would have each date "
+                "retire the spans of the dates before it; to start the dataset over, run one "
+                "convert --incremental --overwrite over every input"
+            )
+        if parallel > 1:
+            raise ConfigError(
+                "--parallel-dates: an incremental backfill into one dataset adds its spans one "
+                "after another (the dataset's lease); drop --parallel-dates"
+            )
+    elif not has_date_template(config_output):
         raise ConfigError(
             f"--dates: the output {config_output!r} has no {{date}}; every date would write "
             "the same output (use e.g. --output 'out/{date}')"
@@ -173,7 +196,7 @@ def _check(config_output: str, inputs: Sequence[str], dates: Sequence[datetime.d
             "(use e.g. --input 'table/date={date}/*.parquet')"
         )
     seen: dict[str, datetime.date] = {}
-    for date in dates:
+    for date in dates if has_date_template(config_output) else ():
         output = render_date(config_output, date)
         if output in seen:
             raise ConfigError(
@@ -207,7 +230,8 @@ def backfill(args: argparse.Namespace, flags: Mapping[str, Any], argv: Sequence[
             raise ConfigError("--parallel-dates: must be at least 1")
         dates = parse_dates(args.dates)
         config = load_config(args.config, flags)
-        _check(config.output, config.inputs, dates)
+        incremental = bool(getattr(args, "incremental", False))
+        _check(config.output, config.inputs, dates, incremental, parallel, config.overwrite)
     except (ValueError, OSError) as err:
         message = print_error(err, args.debug)
         return report(EXIT_USAGE, "invalid", error=message)
@@ -217,7 +241,7 @@ def backfill(args: argparse.Namespace, flags: Mapping[str, Any], argv: Sequence[
     runs = [_Date(date, render_date(config.output, date)) for date in dates]
     todo: list[_Date] = []
     for run in runs:
-        if not config.overwrite and _committed(run.output):
+        if not config.overwrite and not incremental and _committed(run.output):
             run.outcome.update(status="skipped", exit_code=EXIT_OK, reason="committed already")
             say(f"[{run.date.isoformat()}] skipped: {run.output} holds a committed run "
                 "(--overwrite runs it again)")  # fmt: skip

@@ -31,6 +31,14 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence
     try:
         date = parse_date(args.date) if args.date else None
         config = apply_date(load_config(args.config, flags), date)
+        incremental = None
+        if getattr(args, "incremental", False):  # the next span of the dataset, if any
+            from pipeline.cli.incremental import preview
+
+            span_config, incremental = preview(config, args)
+            if span_config is None:
+                return _nothing_new(args, incremental)
+            config = span_config
         job = plan_job(config)  # reads the inputs, writes nothing
         engine = choose_engine(config.engine, beam_args, job)
         summary = summarize_plan(job)
@@ -41,6 +49,8 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence
         if engine == "in-process":
             count, why = workers(config.workers)
             summary["engine"].update(workers=count, workers_why=why)
+        if incremental is not None:
+            summary["incremental"] = incremental
     except USER_ERRORS as err:
         print_error(err, args.debug)
         return EXIT_USAGE
@@ -48,6 +58,19 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence
         print(json.dumps(summary, separators=(",", ":")), flush=True)
     else:
         print(format_plan(summary), flush=True)
+    return EXIT_OK
+
+
+def _nothing_new(args: argparse.Namespace, facts: dict[str, Any]) -> int:
+    """`plan --incremental` when every input is in the dataset already."""
+    if args.json:
+        print(json.dumps({"incremental": facts}, separators=(",", ":")), flush=True)
+    else:
+        print(
+            f"incremental: {facts['dataset']}: nothing new ({facts['inputs']['unchanged']} "
+            f"input(s), all in spans {facts['spans']}); convert would write nothing",
+            flush=True,
+        )
     return EXIT_OK
 
 
@@ -71,7 +94,7 @@ def verify(args: argparse.Namespace) -> int:
     # its C++ info lines on stderr.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from pipeline.cli.summary import run_summary, summary_line
-    from pipeline.output.manifest import read_manifest
+    from pipeline.output.dataset import read_output_manifest
     from pipeline.verify.report import format_report
     from pipeline.verify.run import SourceRequest, verify_output
 
@@ -94,7 +117,7 @@ def verify(args: argparse.Namespace) -> int:
         if args.max_findings < 1:
             raise ValueError(f"--max-findings must be at least 1, not {args.max_findings}")
         report = verify_output(args.output, request, args.max_findings)
-        manifest = read_manifest(args.output)
+        manifest = read_output_manifest(args.output)
     except USER_ERRORS as err:
         message = print_error(err, args.debug)
         print(summary_line(summary(EXIT_USAGE, "invalid", error=message)), flush=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipeline.cli.errors import (
@@ -29,13 +29,22 @@ from pipeline.cli.summary import run_summary, summary_line
 from pipeline.engines.choose import choose_engine, workers
 from pipeline.engines.interface import DRY_RUN, SUBMITTED, Engine, EngineResult
 from pipeline.engines.launch import OutputClaim, claim_output
-from pipeline.job.config import load_config
+from pipeline.job.config import JobConfig, load_config
 from pipeline.job.dates import apply_date, parse_date
 from pipeline.job.plan import JobPlan, plan_job
 from pipeline.output.manifest import Manifest
 from transforms import fs
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "Run", "convert", "progress_watch"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Run",
+    "configured",
+    "convert",
+    "progress_watch",
+    "run_config",
+]
 
 
 class Run:
@@ -125,7 +134,28 @@ def convert(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Seque
     pipeline/job/flags.py), `beam_args` the rest (Beam's pipeline options). stderr as
     --log-format and --quiet ask (pipeline/cli/joblog.py)."""
     with job_log(getattr(args, "log_format", None), getattr(args, "quiet", None)) as log:
-        return _convert(args, flags, beam_args, log)
+
+        def run_it(config: JobConfig, run: Run) -> int:
+            return run_config(config, args, beam_args, log, run)
+
+        return configured(args, flags, run_it)
+
+
+def configured(
+    args: argparse.Namespace,
+    flags: Mapping[str, Any],
+    then: Callable[[JobConfig, Run], int],
+) -> int:
+    """The run's config (the file, the flags, `--date` filled in), handed to `then` with the
+    run's reporting; exit 2 and the summary line when the config is wrong."""
+    run = Run(args.output)
+    try:
+        run.date = parse_date(args.date) if args.date else None
+        config = apply_date(load_config(args.config, flags), run.date)
+    except (ValueError, OSError) as err:
+        message = print_error(err, args.debug)
+        return run.report(EXIT_USAGE, "invalid", error=message)
+    return then(config, run)
 
 
 def _open_engine(
@@ -146,15 +176,21 @@ def _open_engine(
     return InProcessEngine(workers(plan.config.workers)[0])
 
 
-def _convert(
-    args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence[str], log: JobLog
+def run_config(
+    config: JobConfig,
+    args: argparse.Namespace,
+    beam_args: Sequence[str],
+    log: JobLog,
+    run: Run,
+    check_plan: Callable[[JobPlan], None] | None = None,
 ) -> int:
-    run = Run(args.output)
+    """Plan `config`, claim its output, run it, report: the run of one output. `check_plan`
+    may refuse the plan (ValueError) before the output is claimed."""
+    run.output = config.output
     try:
-        run.date = parse_date(args.date) if args.date else None
-        config = apply_date(load_config(args.config, flags), run.date)
-        run.output = config.output
         plan = plan_job(config)  # reads the inputs, writes nothing
+        if check_plan is not None:
+            check_plan(plan)
         name = choose_engine(config.engine, beam_args, plan)
         engine = _open_engine(name, plan, beam_args, args, run, log)
         claim = claim_output(plan, engine)  # the lease, then clearing the output

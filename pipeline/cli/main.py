@@ -55,6 +55,28 @@ def _job_flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser)  # every option of the job (pipeline/job/flags.py)
 
 
+def _incremental_flags(parser: argparse.ArgumentParser) -> None:
+    """`--incremental` and its flags (convert runs it, plan shows what it would do)."""
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="convert only the inputs new since the last run, into a new numbered span of the "
+        "dataset in --output (span-NNNNN/ and dataset.json, the ledger of converted inputs)",
+    )
+    parser.add_argument(
+        "--reconvert-changed",
+        action="store_true",
+        help="with --incremental: an input changed since it was converted makes its span "
+        "convert again into the new span, the old span retired (without: the run stops)",
+    )
+    parser.add_argument(
+        "--refit",
+        action="store_true",
+        help="with --incremental: fit the transforms' analyzers again on this span instead of "
+        "reusing the last span's",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tfrecord-etl",
@@ -66,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     common = [_common()]
     c = sub.add_parser("convert", help="run the conversion job", parents=common)
     _job_flags(c)
+    _incremental_flags(c)
     c.add_argument(
         "--dates",
         metavar="START..END",
@@ -88,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=common,
     )
     _job_flags(p)
+    _incremental_flags(p)
     p.add_argument("--json", action="store_true", help="the plan as one JSON object")
     i = sub.add_parser("inspect", help="manifest summary and first records as JSON", parents=common)
     i.add_argument("path", help="an output directory or one .tfrecord[.gz|.deflate] file")
@@ -249,6 +273,8 @@ def _main(argv: Sequence[str] | None) -> int:
         set_beam_options(beam_args)
     if command in ("convert", "plan"):
         flags = config_flags(args)
+        if (args.reconvert_changed or args.refit) and not args.incremental:
+            sub.error("--reconvert-changed and --refit are for --incremental runs")
         if command == "plan":
             from pipeline.cli import commands
 
@@ -260,6 +286,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
             given = list(sys.argv[1:] if argv is None else argv)
             return backfill(args, flags, given[given.index("convert") + 1 :])
+        if args.incremental:
+            from pipeline.cli.incremental import convert_incremental
+
+            return convert_incremental(args, flags, beam_args)
         from pipeline.cli import convert as launch
 
         return launch.convert(args, flags, beam_args)

@@ -168,6 +168,15 @@ def format_plan(summary: dict[str, Any]) -> str:
         lines.append(
             f"        {name:<12} {split['rows']:>14,} {shards:>8} {_size(split['bytes']):>14}"
         )
+    if "incremental" in summary:
+        inc = summary["incremental"]
+        counts = ", ".join(f"{n} {k}" for k, n in inc["inputs"].items())
+        retire = f", retiring span(s) {inc['retire']}" if inc["retire"] else ""
+        lines.insert(
+            0,
+            f"incremental: {inc['dataset']}: span {inc['span']} of the inputs ({counts}){retire}"
+            f"; live spans {inc['spans']}",
+        )
     for column in summary.get("files", []):
         lines.append(
             f"files:  {column['column']} -> {column['output']}: {column['kind']}, "

@@ -31,6 +31,7 @@ import shutil
 import stat
 from collections.abc import Sequence
 
+from pipeline.output.dataset.ledger import DATASET_NAME, is_dataset
 from pipeline.output.entries import (
     EntryKindError,
     check_no_link,
@@ -153,6 +154,11 @@ def prepare_output(
     link without `overwrite`, or a complete output without `overwrite`."""
     cleared = Cleared()
     notes: list[str] = []
+    if is_dataset(output):  # the spans of `convert --incremental`: never mixed with a run's files
+        raise OutputExistsError(
+            f"{output} holds an incremental dataset ({fs.join(output, DATASET_NAME)}); add to "
+            "it with convert --incremental, or write this run to another directory"
+        )
     found = scan(output, _folders(splits), _files(splits))
     for path, needed in found.wrong_kind:
         is_output = os.path.abspath(path) == os.path.abspath(output)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from pipeline.output.dataset import is_dataset, read_output_manifest
 from pipeline.output.manifest import MANIFEST_NAME, StoredFeature
 from transforms.encode.schema import FeatureSpec, SchemaError
 from transforms.fs import FileSystems
@@ -24,8 +25,14 @@ class SchemaDriftError(SchemaError):
 
 
 def load_expected(path: str) -> list[StoredFeature]:
-    """The features of a previous manifest: `path` is the manifest.json or its output dir."""
+    """The features of a previous manifest: `path` is the manifest.json or its output dir (an
+    incremental dataset's directory: the features its spans share)."""
     if not path.endswith(".json"):
+        if is_dataset(path) and not FileSystems.exists(FileSystems.join(path, MANIFEST_NAME)):
+            try:  # an incremental dataset: its spans' features
+                return list(read_output_manifest(path).features)
+            except (OSError, ValueError) as err:
+                raise SchemaDriftError(f"{path}: cannot read the expected schema: {err}") from err
         path = FileSystems.join(path, MANIFEST_NAME)
     try:
         with FileSystems.open(path) as f:

@@ -38,7 +38,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pipeline.output.manifest import Manifest, StoredFeature, read_manifest
+from pipeline.output.dataset import read_output_manifest
+from pipeline.output.manifest import Manifest, StoredFeature
 from pipeline.reader.decode import Keys, Raw, decode_records
 from pipeline.reader.records import (
     RecordBlock,
@@ -330,7 +331,7 @@ def iter_batches(
         raise ValueError(f"shuffle_buffer must be 0 (no shuffle) or more, not {shuffle_buffer}")
     if not isinstance(repeat, bool) and repeat < 1:
         raise ValueError(f"repeat must be a bool or a count of at least 1, not {repeat}")
-    manifest = read_manifest(output)
+    manifest = read_output_manifest(output)
     layout = Layout(manifest, columns, null_masks)
     parts = partition(split_shards(output, manifest, split), shard_index, num_shards)
     rng = np.random.default_rng(seed)

@@ -41,8 +41,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from pipeline.output.dataset import read_output_manifest
 from pipeline.output.entries import entry
-from pipeline.output.manifest import Manifest, read_manifest
+from pipeline.output.manifest import Manifest
 from pipeline.reader.images import decode_images as decode_image_features
 from pipeline.reader.sequence import sequence_parser, sequence_spec
 from pipeline.reader.spec import ParseSpec, check_mask_names, parse_spec, restore
@@ -57,7 +58,7 @@ def feature_spec(output_dir: str) -> ParseSpec | tuple[ParseSpec, ParseSpec]:
     """The `tf.io.parse_example` spec of the output in `output_dir`, from its manifest alone;
     for SequenceExamples both specs of `tf.io.parse_sequence_example`, (context, feature
     lists) (pipeline/reader/sequence.py)."""
-    manifest = read_manifest(output_dir)
+    manifest = read_output_manifest(output_dir)
     if manifest.sequence is not None:
         return sequence_spec(manifest)
     return parse_spec(manifest.features)
@@ -127,7 +128,7 @@ def load_dataset(
     TensorFlow has no filesystem for (s3:// on TensorFlow 2.21).
     """
     _check_arguments(batch_size, shuffle_buffer, repeat)
-    manifest = read_manifest(output_dir)
+    manifest = read_output_manifest(output_dir)
     files = _split_files(manifest, output_dir, split)
     _check_tensorflow_reads(files)
     features = list(manifest.features)

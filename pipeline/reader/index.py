@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 import numpy as np
 from isal import isal_zlib
 
+from pipeline.output.dataset import read_output_manifest
 from pipeline.output.entries import entry
-from pipeline.output.manifest import read_manifest
 from pipeline.reader.arrays import Layout, Ragged, decode_batch
 from pipeline.reader.records import CorruptShardError, RecordBlock
 from transforms import fs
@@ -45,7 +45,7 @@ class RecordIndex:
         columns: Sequence[str] | None = None,
         null_masks: bool = True,
     ) -> None:
-        manifest = read_manifest(output)
+        manifest = read_output_manifest(output)
         if split not in manifest.splits:
             raise ValueError(
                 f"{output}: split {split!r} is not in the manifest "

@@ -22,7 +22,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from pipeline.output.manifest import StoredFeature, read_manifest
+from pipeline.output.dataset import read_output_manifest
+from pipeline.output.manifest import StoredFeature
 from transforms.encode.features import row_lengths_key
 from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
 
@@ -52,7 +53,7 @@ def _as_stored(features: Sequence[StoredFeature | Mapping[str, Any]]) -> list[St
 
 def read_features(output_dir: str) -> list[StoredFeature]:
     """The features of an output, from its manifest (FileNotFoundError when there is none)."""
-    return list(read_manifest(output_dir).features)
+    return list(read_output_manifest(output_dir).features)
 
 
 def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:

@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
+from pipeline.output.dataset import read_dataset, whole_manifest
 from pipeline.output.entries import check_no_link
 from pipeline.output.manifest import MANIFEST_NAME, Manifest
 from transforms.confine import check_inside
@@ -79,11 +80,15 @@ def _size(path: str) -> int | None:
 
 
 def load_manifest(output: str) -> Manifest:
-    """The output's manifest; FileNotFoundError without one, ValueError when malformed."""
+    """The output's manifest (an incremental dataset's: its spans read as one, each span's
+    statistics side by side); FileNotFoundError without one, ValueError when malformed."""
     path = join(output, MANIFEST_NAME)
     try:
         data = read_bytes(path)
     except FileNotFoundError:
+        dataset = read_dataset(output)  # an incremental dataset: its spans as one output
+        if dataset is not None:
+            return whole_manifest(output, dataset)
         raise FileNotFoundError(
             f"{path}: no manifest; the directory is not a complete tfrecord-etl output"
         ) from None

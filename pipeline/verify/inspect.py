@@ -1,5 +1,6 @@
 """`tfrecord-etl inspect PATH`: the manifest summary and the first records as readable JSON, for
-an output directory or a single TFRecord file (also one this project did not write: the schema
+an output directory (an incremental dataset: its spans read as one, and the list of spans) or a
+single TFRecord file (also one this project did not write: the schema
 is then inferred from the records). Records are decoded with protobuf's own classes of
 tf.train.Example (pipeline/verify/example_pb.py): no TensorFlow, and no Beam for a local path.
 An image feature (a `files:` image column) shows each value as its format and size, not its
@@ -10,8 +11,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from pipeline.output.dataset import read_dataset, read_output_manifest
 from pipeline.output.entries import entry
-from pipeline.output.manifest import manifest_path, read_manifest
+from pipeline.output.manifest import manifest_path
 from pipeline.verify.example_pb import Example, SequenceExample
 from transforms import fs
 from transforms.write.tfrecord import read_records
@@ -95,8 +97,9 @@ def _inferred_schema(records: list[dict[str, Any]], raw: list[bytes]) -> dict[st
 def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
     """A JSON-able report: for an output dir its manifest summary, else the schema inferred
     from the first records; and the first `limit` records of the file (or first shard)."""
-    if fs.exists(manifest_path(path)):
-        manifest = read_manifest(path)
+    dataset = None if fs.exists(manifest_path(path)) else read_dataset(path)
+    if fs.exists(manifest_path(path)) or dataset is not None:
+        manifest = read_output_manifest(path)
         files = [entry(path, f) for f in manifest.files()]  # no link followed
         records: list[bytes] = []
         for f in files:
@@ -113,6 +116,19 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
                 for f in manifest.features
             },
         }
+        if dataset is not None:  # an incremental dataset: its spans, read as one above
+            summary["spans"] = [
+                {
+                    "span": s.span,
+                    "dir": s.name,
+                    "rows": s.rows,
+                    "bad": s.bad,
+                    "inputs": len(s.inputs),
+                    "created": s.created,
+                }
+                for s in dataset.spans
+            ]
+            summary["retired_spans"] = [s.span for s in dataset.retired]
         images = frozenset(f.name for f in manifest.features if f.spec.image is not None)
         for name in images:
             image = next(f.spec.image for f in manifest.features if f.name == name)

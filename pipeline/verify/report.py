@@ -103,6 +103,8 @@ class VerifyReport:
 
 def _checked_lines(checked: dict[str, Any]) -> list[str]:
     lines = []
+    if checked.get("spans"):
+        lines.append(f"dataset: spans {checked['spans']}, each checked as an output of its own")
     m = checked["manifest"]
     splits = ", ".join(
         f"{name} {s['rows']} in {s['files']} file(s)" for name, s in m["splits"].items()

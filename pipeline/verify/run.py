@@ -13,6 +13,7 @@ or by shard and record. Rows the run set aside in `_errors/` are expected to be 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import posixpath
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pipeline.output.dataset import Dataset, read_dataset
+from pipeline.output.dataset.ledger import span_dirs, span_name
 from pipeline.output.manifest import Manifest, SplitRule, manifest_path, read_manifest
 from pipeline.verify.compare import Comparison
 from pipeline.verify.files import (
@@ -33,6 +36,7 @@ from pipeline.verify.files import (
 from pipeline.verify.pairs import decode_record, differences, pair
 from pipeline.verify.records import RecordChecker
 from pipeline.verify.report import Finding, Findings, VerifyReport
+from transforms import fs
 
 if TYPE_CHECKING:
     from pipeline.job.config import JobConfig
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
 # The source side (pipeline/verify/source.py: the config, the plan, the readers, and with them
 # Beam's filesystems) is imported when a source is compared, not for a check of the output alone.
 
-__all__ = ["SourceRequest", "verify_output"]
+__all__ = ["SourceRequest", "verify_dataset", "verify_output"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,10 +306,99 @@ def _check_split_config(config: JobConfig, manifest: Manifest, origin: str) -> N
 def verify_output(
     output: str, source: SourceRequest | None = None, limit: int = 20
 ) -> VerifyReport:
-    """Check the output in `output` (and with `source`, against its source); the report.
+    """Check the output in `output` (and with `source`, against its source); the report. An
+    incremental dataset is checked span by span (`verify_dataset`).
 
     Raises FileNotFoundError without a manifest, ValueError (ConfigError, ...) or OSError when
     the source cannot be planned as the run did it: nothing was checked then."""
+    if not fs.exists(manifest_path(output)):
+        dataset = read_dataset(output)
+        if dataset is not None:
+            return verify_dataset(output, dataset, source, limit)
+    return _verify_one(output, source, limit)
+
+
+def verify_dataset(
+    output: str, dataset: Dataset, source: SourceRequest | None = None, limit: int = 20
+) -> VerifyReport:
+    """Check every live span of the incremental dataset in `output` as an output of its own
+    (with `source`: each against the inputs its own run read, unless `source` names them), and
+    the dataset: each span dataset.json lists is there with the rows and bad rows it says, and
+    no other span directory is (a run that did not finish, a retired span not yet removed)."""
+    if source is not None and source.inputs:
+        raise ValueError(
+            f"{output}: an incremental dataset is compared with its sources span by span, each "
+            "with the inputs its run read: drop --source PATH, or verify one span's directory"
+        )
+    findings = Findings(limit)
+    on_disk = span_dirs(output)
+    for number in sorted(set(on_disk) - set(dataset.numbers)):
+        findings.add(
+            Finding(
+                "stale",
+                f"{fs.join(output, span_name(number))}: a span directory dataset.json does not "
+                "list (a run that did not finish, or a retired span); the next "
+                "convert --incremental removes it",
+                file=span_name(number),
+            )
+        )
+    checked: dict[str, Any] = {}
+    for span in dataset.spans:
+        where = fs.join(output, span.name)
+        if span.span not in on_disk or not fs.exists(manifest_path(where)):
+            findings.add(
+                Finding(
+                    "files",
+                    f"{where}: span {span.span} is in dataset.json, but not its "
+                    "directory and manifest",
+                    file=span.name,
+                )
+            )
+            continue
+        report = _verify_one(where, source, limit)
+        kept = collections.Counter(f.check for f in report.findings.kept)
+        for finding in report.findings.kept:
+            findings.add(finding)
+        for check, count in report.findings.counts.items():
+            findings.more(check, count - kept[check])
+        manifest = read_manifest(where)
+        if (manifest.rows, manifest.bad_row_count) != (span.rows, span.bad):
+            findings.add(
+                Finding(
+                    "counts",
+                    f"{where}: dataset.json says {span.rows} rows and {span.bad} bad, the span's "
+                    f"manifest {manifest.rows} and {manifest.bad_row_count}",
+                    file=span.name,
+                )
+            )
+        checked = _add_checked(checked, report.checked)
+    checked["spans"] = dataset.numbers
+    return VerifyReport(output, checked, findings)
+
+
+def _add_checked(total: dict[str, Any], one: dict[str, Any]) -> dict[str, Any]:
+    """The `checked` sections of two spans' reports added up."""
+    if not total:
+        return json.loads(json.dumps(one))  # a copy
+    m, n = total["manifest"], one["manifest"]
+    m["rows"] = (m["rows"] or 0) + (n["rows"] or 0)
+    m["bad_rows"] += n["bad_rows"]
+    for name, s in n["splits"].items():
+        mine = m["splits"].setdefault(name, {"rows": 0, "files": 0})
+        mine["rows"] += s["rows"]
+        mine["files"] += s["files"]
+    r, q = total["records"], one["records"]
+    r["read"] += q["read"]
+    r["files"] += q["files"]
+    for name, count in q["per_split"].items():
+        r["per_split"][name] = r["per_split"].get(name, 0) + count
+    if total.get("source") and one.get("source"):
+        for key in ("files", "rows_compared", "rows_bad", "rows_filtered"):
+            total["source"][key] += one["source"][key]
+    return total
+
+
+def _verify_one(output: str, source: SourceRequest | None, limit: int) -> VerifyReport:
     manifest = read_manifest(output, strict=True)
     if manifest.sequence is not None:
         raise ValueError(f"{output}: verify checks tf.train.Example outputs, not SequenceExamples")

@@ -36,6 +36,7 @@ __all__ = [
     "detect_format",
     "input_schema",
     "match_input_files",
+    "match_input_metadata",
     "match_inputs",
     "planned_schema",
     "unified_input_schema",
@@ -44,38 +45,43 @@ __all__ = [
 _JSONL = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 
 
-def _files(pattern: str) -> dict[str, int]:
-    """The files `pattern` matches (no directory), with their sizes."""
+def _files(pattern: str) -> dict[str, tuple[int, float]]:
+    """The files `pattern` matches (no directory), with their sizes and modification times."""
     results = FileSystems.match([pattern])[0].metadata_list
     return {
-        m.path: int(m.size_in_bytes)
+        m.path: (int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
         for m in results
         if not m.path.endswith("/") and not (is_local(m.path) and os.path.isdir(m.path))
     }
 
 
-def _below(pattern: str) -> dict[str, int]:
+def _below(pattern: str) -> dict[str, tuple[int, float]]:
     """Every file below the directories `pattern` names, hidden names left out."""
     base = pattern.rstrip("/")
     depth = len(base.split("/"))
     return {
-        path: size
-        for path, size in _files(f"{base}/**").items()
+        path: found
+        for path, found in _files(f"{base}/**").items()
         if not any(part.startswith((".", "_")) for part in path.split("/")[depth:])
     }
 
 
-def match_input_files(patterns: Sequence[str]) -> dict[str, int]:
+def match_input_metadata(patterns: Sequence[str]) -> dict[str, tuple[int, float]]:
     """Every file the patterns (paths or globs, any Beam filesystem; a directory stands for the
-    files below it) name, sorted, deduplicated, with its size in bytes (from the match: no file
-    is opened)."""
-    sizes: dict[str, int] = {}
+    files below it) name, sorted, deduplicated, with its size in bytes and its modification
+    time in seconds since the epoch (from the match: no file is opened)."""
+    found: dict[str, tuple[int, float]] = {}
     for pattern in patterns:
         files = _below(pattern) if pattern.endswith("/") else _files(pattern) or _below(pattern)
         if not files:
             raise InputError(f"{pattern}: no file matches this input")
-        sizes.update(files)
-    return {path: sizes[path] for path in sorted(sizes)}
+        found.update(files)
+    return {path: found[path] for path in sorted(found)}
+
+
+def match_input_files(patterns: Sequence[str]) -> dict[str, int]:
+    """Every file the patterns name (see `match_input_metadata`), with its size in bytes."""
+    return {path: size for path, (size, _) in match_input_metadata(patterns).items()}
 
 
 def match_inputs(patterns: Sequence[str]) -> list[str]:
