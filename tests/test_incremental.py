@@ -545,3 +545,26 @@ def test_plan_says_what_the_next_span_would_convert(tmp_path):
     assert summary["incremental"]["inputs"] == {"new": 1, "changed": 0, "gone": 0, "unchanged": 1}
     assert summary["read"]["files"] == 1 and summary["read"]["rows"] == 9
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["dataset.json", "span-00001"]
+
+
+def test_a_new_csv_reads_its_columns_as_the_first_span_did(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,v,note\n1,2.5,x\n2,0,y\n", encoding="utf-8")
+    assert _run(tmp_path, inputs="in/*.csv").code == 0
+    (folder / "b.csv").write_text("id,v,note\n3,,\n4,,\n", encoding="utf-8")  # v, note empty
+    second = _run(tmp_path, inputs="in/*.csv")
+    assert second.code == 0, second.err  # not a drift of v to text: typed as in span 1
+    manifest = json.loads((tmp_path / "ds" / "span-00002" / "manifest.json").read_text())
+    assert manifest["config"]["csv"]["column_types"] == {
+        "id": "int64",
+        "v": "double",
+        "note": "string",
+    }
+    got = {}
+    for b in iter_batches(str(tmp_path / "ds")):
+        for i, v, p in zip(
+            b["id"].tolist(), b["v"].tolist(), b["v__present"].tolist(), strict=True
+        ):
+            got[i] = v if p else None
+    assert got == {1: 2.5, 2: 0.0, 3: None, 4: None}

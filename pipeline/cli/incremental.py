@@ -31,6 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from pipeline.cli.convert import Run, configured, run_config
 from pipeline.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_error
 from pipeline.cli.joblog import JobLog, job_log
@@ -52,9 +54,11 @@ from pipeline.output.dataset import (
 from pipeline.output.dataset.ledger import span_dirs
 from pipeline.output.entries import delete
 from pipeline.output.lease import acquire_lease, release_lease
-from pipeline.output.manifest import MANIFEST_NAME
+from pipeline.output.manifest import MANIFEST_NAME, read_manifest
 from transforms import fs
+from transforms.read.csv_reader import CsvOptions
 from transforms.read.inputs import match_input_metadata
+from transforms.read.partitions import partition_segments
 
 __all__ = ["SpanPlan", "Survey", "convert_incremental", "plan_span", "preview", "survey"]
 
@@ -240,6 +244,28 @@ def _note(log: JobLog, text: str) -> None:
     log.event("note", f"note: {text}", note=text)
 
 
+def _pinned_csv_types(config: JobConfig, last: str, step: SpanPlan) -> CsvOptions:
+    """The CSV options of the next span: the column types the last span read, unless the config
+    sets them. A CSV's types are inferred from its first rows, so a new file whose first rows
+    are empty in a column would read it as text and fail the drift gate; the dataset's spans
+    read it as the first span did."""
+    manifest = read_manifest(last)
+    if manifest.source_format != "csv" or not step.inputs:
+        return config.csv
+    keys = {key for key, _ in partition_segments(step.inputs[0].path)}
+    types = dict(config.csv.column_types)
+    for feature in manifest.features:
+        name, source = feature.name, feature.spec.to_json().get("source_type")
+        if name in types or name in keys or not isinstance(source, str):
+            continue
+        try:
+            pa.type_for_alias(source)
+        except (ValueError, KeyError):
+            continue  # a type csv.column_types cannot name: inferred again
+        types[name] = source
+    return dataclasses.replace(config.csv, column_types=types)
+
+
 def _span_config(config: JobConfig, dataset: Dataset, step: SpanPlan, refit: bool) -> JobConfig:
     output = config.output
     live = [s for s in dataset.spans if s.span not in step.retire] or list(dataset.spans)
@@ -248,8 +274,12 @@ def _span_config(config: JobConfig, dataset: Dataset, step: SpanPlan, refit: boo
     if artifacts is None and config.transforms and last is not None and not refit:
         fitted = fs.join(last, "transform", "statistics.json")
         artifacts = fs.join(last, "transform") if fs.exists(fitted) else None
+    csv = config.csv
+    if last is not None and not (config.transforms or config.sequence or config.files):
+        csv = _pinned_csv_types(config, last, step)
     return dataclasses.replace(
         config,
+        csv=csv,
         inputs=tuple(i.path for i in step.inputs),
         output=fs.join(output, span_name(step.number)),
         overwrite=False,
