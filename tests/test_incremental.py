@@ -431,6 +431,7 @@ def test_verify_inspect_and_report_read_the_dataset(tmp_path):
     page = (ds / "report.html").read_text(encoding="utf-8")
     assert "train (span-00002)" in page
     (ds / "span-00007").mkdir()  # a leftover of a run that did not finish
+    (ds / "dataset.json.tmp-123").write_text("{", encoding="utf-8")  # a commit not renamed
     stale = run_cli_captured(["verify", str(ds)])
     assert (
         stale.code == 1 and "span-00007: a span directory dataset.json does not list" in stale.out
@@ -438,6 +439,12 @@ def test_verify_inspect_and_report_read_the_dataset(tmp_path):
     rerun = _run(tmp_path)
     assert "removed span-00007: not committed to the dataset" in rerun.err
     assert not (ds / "span-00007").exists()
+    assert sorted(p.name for p in ds.iterdir()) == [
+        "dataset.json",
+        "report.html",
+        "span-00001",
+        "span-00002",
+    ]
 
 
 def test_csv_inputs_and_the_beam_engine(tmp_path):

@@ -51,7 +51,7 @@ from pipeline.output.dataset import (
     span_name,
     write_dataset,
 )
-from pipeline.output.dataset.ledger import span_dirs
+from pipeline.output.dataset.ledger import TEMP_PREFIX, span_dirs
 from pipeline.output.entries import delete
 from pipeline.output.lease import acquire_lease, release_lease
 from pipeline.output.manifest import MANIFEST_NAME, read_manifest
@@ -360,6 +360,8 @@ def _under_lease(
         return run.report(EXIT_USAGE, "invalid", error=print_error(err, args.debug))
     dataset, on_disk, unlisted = found.dataset, found.on_disk, found.unlisted
     changes, step, inputs = found.changes, found.step, found.inputs()
+    if fs.is_local(output) and os.path.isdir(output):  # a commit killed before its rename
+        delete(output, [e.path for e in os.scandir(output) if e.name.startswith(TEMP_PREFIX)])
     if unlisted:
         _remove_spans(output, unlisted, on_disk)
         names = ", ".join(span_name(n) for n in unlisted)

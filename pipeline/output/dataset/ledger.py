@@ -31,6 +31,7 @@ from transforms import fs
 __all__ = [
     "DATASET_NAME",
     "DATASET_VERSION",
+    "TEMP_PREFIX",
     "Dataset",
     "InputChanges",
     "LedgerInput",
@@ -46,6 +47,7 @@ __all__ = [
 
 DATASET_NAME = "dataset.json"
 DATASET_VERSION = 1
+TEMP_PREFIX = f"{DATASET_NAME}.tmp-"  # dataset.json being written on a local disk
 _SPAN = re.compile(r"span-(\d{5})\Z")
 
 
@@ -237,7 +239,7 @@ def write_dataset(output: str, dataset: Dataset) -> str:
     path = _path(output)
     data = json.dumps(dataset.to_json(), indent=2).encode("utf-8")
     if fs.is_local(path):
-        temp = f"{path}.tmp-{os.getpid()}"
+        temp = fs.join(output, f"{TEMP_PREFIX}{os.getpid()}")
         with open(temp, "wb") as f:
             f.write(data)
             f.flush()
