@@ -3,9 +3,10 @@
 `TFRecordWriter`), in one run, on the same files, on the same machine at the same time.
 
 The images: `--images` small JPEGs (seeded; 96-159 x 128-191 pixels, quality 90, about 6.5 KB
-each), referenced by one CSV (`image,label`), and the same rows cut into two CSV files (one
-CSV file is one work item: the in-process engine gives each worker whole files). Their pages
-are read once before any timing, so every run reads them from the page cache.
+each), referenced by `--rows` rows of one CSV (`image,label`; the images in turn, each referenced
+`rows / images` times, so the run is long enough to time a steady rate), and the same rows cut
+into two CSV files. Their pages are read once before any timing, so every run reads them from
+the page cache.
 
 Modes, each against its baseline loop:
 - `bytes` (`files: {image: {}}`): the file's bytes; the loop reads each file whole;
@@ -16,13 +17,13 @@ Modes, each against its baseline loop:
 
 The loops run in this process, TensorFlow imported before the clock starts. The job runs as a
 whole command (`python -m pipeline convert`, its start-up and plan included) at `--small` and
-`--images` rows: its wall time at `--images`, and its steady rate (the row difference over the
+`--rows` rows: its wall time at `--rows`, and its steady rate (the row difference over the
 wall-time difference: start-up and planning taken out). Both write uncompressed records
 (`--compression none`, as the loop's default `TFRecordWriter`). Every job output is checked to
 hold every row.
 
-    python bench/files.py                       # 10,000 images; about 4 minutes on 2 cores
-    python bench/files.py --images 2000 --small 500 --rounds 1
+    python bench/files.py                       # 10,000 images, 100,000 rows
+    python bench/files.py --images 2000 --rows 2000 --small 500 --rounds 1
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ def job(work: Path, source: Path | str, mode: str, rows: int, tag: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=10_000)
+    parser.add_argument("--rows", type=int, default=100_000, help="rows of the large run")
     parser.add_argument("--small", type=int, default=2_000, help="rows of the small job run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each; the best is kept")
     parser.add_argument("--modes", default="bytes,check,resize")
@@ -172,14 +174,17 @@ def main() -> None:
     modes = args.modes.split(",")
     try:
         print(f"making {args.images:,} JPEGs in {work} ...", file=sys.stderr)
-        rows, total = make_images(work, args.images)
+        images, _ = make_images(work, args.images)
+        rows = [images[i % len(images)] for i in range(args.rows)]
+        total = sum((work / p).stat().st_size for p, _ in rows)
         big, big_parts = write_csvs(work, rows, "images")
         small, small_parts = write_csvs(work, rows[: args.small], "small")
         small_bytes = sum((work / p).stat().st_size for p, _ in rows[: args.small])
         warm(work)
         import tensorflow as tf  # noqa: F401 - imported before the loops' clocks start
 
-        results: dict = {"images": args.images, "mb": total / 1e6, "load_before": load_avg()}
+        results: dict = {"images": args.images, "rows": args.rows, "mb": total / 1e6}
+        results["load_before"] = load_avg()
         for mode in modes:
             best: dict[str, float] = {}
             for r in range(args.rounds):
@@ -194,7 +199,7 @@ def main() -> None:
                         source_small, source_big = source_small / "*.csv", source_big / "*.csv"
                     for size, source, count in (
                         ("small", source_small, args.small),
-                        ("large", source_big, args.images),
+                        ("large", source_big, args.rows),
                     ):
                         res = job(work, source, mode, count, f"{mode}-{name}-{size}-{r}")
                         key = f"{name}_{size}"
@@ -203,7 +208,7 @@ def main() -> None:
                 print(f"  {mode} round {r + 1}: {best} (load {load_avg()})", file=sys.stderr)
             results[mode] = best
         results["load_after"] = load_avg()
-        report(results, args.images, args.small, total, small_bytes)
+        report(results, args.rows, args.small, total, small_bytes)
         if args.json:
             args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
     finally:
@@ -211,10 +216,10 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def report(results: dict, images: int, small: int, total: int, small_bytes: int) -> None:
+def report(results: dict, rows: int, small: int, total: int, small_bytes: int) -> None:
     mb = total / 1e6
     load = f"load average {results['load_before']} before, {results['load_after']} after"
-    print(f"{images:,} JPEGs, {mb:.1f} MB ({total / images / 1000:.1f} KB each); {load}")
+    print(f"{results['images']:,} JPEGs in {rows:,} rows, {mb:.1f} MB; {load}")
     print()
     print("| mode | way | wall s | images/s | MB/s | vs loop |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
@@ -222,18 +227,18 @@ def report(results: dict, images: int, small: int, total: int, small_bytes: int)
         best = results.get(mode)
         if not best or "loop" not in best:
             continue
-        base = images / best["loop"]
+        base = rows / best["loop"]
         print(f"| {mode} | loop (in process) | {best['loop']:.2f} | {base:,.0f} | "
               f"{mb / best['loop']:.1f} | 1.00 |")  # fmt: skip
         for name, label in (("one", "job, 1 CSV"), ("two", "job, 2 CSVs")):
             if f"{name}_large" not in best:
                 continue
             wall = best[f"{name}_large"]
-            print(f"| {mode} | {label}: whole command | {wall:.2f} | {images / wall:,.0f} | "
+            print(f"| {mode} | {label}: whole command | {wall:.2f} | {rows / wall:,.0f} | "
                   f"{mb / wall:.1f} | {best['loop'] / wall:.2f} |")  # fmt: skip
             dt = wall - best.get(f"{name}_small", float("inf"))
             if dt > 0:
-                rate = (images - small) / dt
+                rate = (rows - small) / dt
                 mbs = (total - small_bytes) / 1e6 / dt
                 print(f"| {mode} | {label}: steady | | {rate:,.0f} | {mbs:.1f} | "
                       f"{rate / base:.2f} |")  # fmt: skip

@@ -8,6 +8,14 @@ and bytes(v) is the UTF-8 text of a string, the bytes of a binary value, and the
 of an integer ("-12"). The finalizer spreads every input bit over the low bits, which FNV-1a
 alone does not (its value mod 2**k depends only on the low k bits of each byte). The hash
 depends on nothing but the bytes: not on the process, machine, Python's hash seed or versions.
+
+FNV-1a reads a byte per dependent multiply (about 0.9 GB/s here). Where only a count of distinct
+values needs a hash (a bytes feature's statistics) and values are long (a file's contents),
+`xxh64_range` is XXH64 (seed 0, Yann Collet's xxHash, as the `xxhash` package computes it),
+which reads eight bytes a step on four independent lanes: 65 MB of 6.5 KB values hash in
+0.006 s against 0.071 s with FNV-1a (this project's 2-core machine). It reads the words through
+`word_views`: eight uint64 views of the buffer, one per byte alignment, so a value's words are
+read whole wherever it starts.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ __all__ = [
     "hash_range",
     "hash_ranges",
     "hash_ranges_kernel",
+    "word_views",
+    "xxh64_range",
 ]
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -94,6 +104,76 @@ def hash_ranges_kernel(
         out[i] = hash_range(data, starts[i], ends[i], h0)
         i += 1
     return out
+
+
+# -- XXH64 -----------------------------------------------------------------------------------
+
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+
+
+def word_views(data: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Eight uint64 views of the uint8 buffer `data`: view `s` holds the words that start at
+    the byte offsets s, s + 8, s + 16, ... (unaligned views: x86 and ARM64 load them whole)."""
+    return tuple(data[s : s + 8 * (max(0, len(data) - s) // 8)].view(np.uint64) for s in range(8))
+
+
+@njit(cache=True, inline="always")
+def _rotl(x: np.uint64, r: int) -> np.uint64:  # pragma: no cover
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(cache=True, inline="always")
+def _round(acc: np.uint64, word: np.uint64) -> np.uint64:  # pragma: no cover
+    return _rotl(acc + word * _P2, 31) * _P1
+
+
+@njit(cache=True, inline="always")
+def _merge_round(acc: np.uint64, lane: np.uint64) -> np.uint64:  # pragma: no cover
+    return (acc ^ _round(np.uint64(0), lane)) * _P1 + _P4
+
+
+@njit(cache=True)
+def xxh64_range(
+    views: tuple, data: np.ndarray, start: int, end: int
+) -> np.uint64:  # pragma: no cover
+    """XXH64 (seed 0) of `data[start:end]`, its words read through `views` (`word_views`)."""
+    p = start
+    words = views[start & 7]  # every word read starts at start + 8k: one view, chosen once
+    if end - start >= 32:
+        v1, v2, v3, v4 = _P1 + _P2, _P2, np.uint64(0), np.uint64(0) - _P1
+        while p + 32 <= end:
+            v1 = _round(v1, words[p >> 3])
+            v2 = _round(v2, words[(p + 8) >> 3])
+            v3 = _round(v3, words[(p + 16) >> 3])
+            v4 = _round(v4, words[(p + 24) >> 3])
+            p += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        h = _merge_round(_merge_round(_merge_round(_merge_round(h, v1), v2), v3), v4)
+    else:
+        h = _P5
+    h += np.uint64(end - start)
+    while p + 8 <= end:
+        h = _rotl(h ^ _round(np.uint64(0), words[p >> 3]), 27) * _P1 + _P4
+        p += 8
+    if p + 4 <= end:
+        low = np.uint64(data[p]) | (np.uint64(data[p + 1]) << np.uint64(8))
+        word = low | (np.uint64(data[p + 2]) << np.uint64(16))
+        word |= np.uint64(data[p + 3]) << np.uint64(24)
+        h = _rotl(h ^ (word * _P1), 23) * _P2 + _P3
+        p += 4
+    while p < end:
+        h = _rotl(h ^ (np.uint64(data[p]) * _P5), 11) * _P1
+        p += 1
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h
 
 
 _NO_PREFIX = np.empty(0, np.uint8)

@@ -51,13 +51,19 @@ from transforms.read.work import (
     plan_whole_files,
     plan_work,
     read_work_item,
+    slice_by_rows,
     with_columns,
     with_partitions,
 )
 from transforms.sequence.layout import SequenceLayout, plan_sequence
 from transforms.sequence.spill import sequence_buckets
 from transforms.write.compression import ZLIB_LEVEL, gzip_compressor
-from transforms.write.sizing import ShardPlan, output_bytes_per_input_byte, plan_shards
+from transforms.write.sizing import (
+    ShardPlan,
+    csv_bytes_per_row,
+    output_bytes_per_input_byte,
+    plan_shards,
+)
 
 __all__ = ["LAZY_FOOTERS_LOCAL", "LAZY_FOOTERS_REMOTE", "JobPlan", "plan_job"]
 
@@ -345,6 +351,9 @@ def plan_job(config: JobConfig) -> JobPlan:
         file_rows,
         0.0 if files is None else file_bytes_per_row(files, sample),
     )
+    if files is not None and fmt in ("csv", "jsonl"):  # a table of references: rows are work
+        header = config.csv.header and fmt == "csv"
+        work = slice_by_rows(work, lambda w: w.source_bytes / csv_bytes_per_row(w.path, header))
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)
     shards = plan_shards(work, ratio, config.splits, config.shard_mb, config.num_shards, grouped)
     return JobPlan(

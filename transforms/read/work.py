@@ -6,20 +6,24 @@ reads once, for the schema too), one per CSV or JSON Lines file. With very many 
 the plan reads one footer only (pipeline/job/plan.py): one work item per whole file
 (`plan_whole_files`), whose reader finds the row groups and checks the file's schema. A file of
 a Hive-partitioned input carries its partition values (transforms/read/partitions.py), which the
-reader appends to each batch. Each work item yields `TableBatch`es of at most `batch_rows` rows,
-tagged with the source file and the 0-based index of their first data row in that file (for
-error messages).
+reader appends to each batch. A CSV or JSON Lines table of file references (`files:`) is cut by
+rows (`slice_by_rows`): each of its rows costs a file read, so its rows, not its bytes on disk,
+are the work, and one file would keep the other workers idle. Each work item yields
+`TableBatch`es of at most `batch_rows` rows, tagged with the source file and the 0-based index
+of their first data row in that file (for error messages).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms.batch import TableBatch
+from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import BadSink
 from transforms.fs import FileSystems
 from transforms.read.csv_reader import CsvOptions, csv_batches
@@ -34,6 +38,7 @@ __all__ = [
     "plan_whole_files",
     "plan_work",
     "read_work_item",
+    "slice_by_rows",
     "with_columns",
     "with_partitions",
 ]
@@ -50,6 +55,8 @@ class WorkItem:
     partition: Values = ()  # (key, value) of each partition key of the file's path
     # schema: unify: the planned columns the file has, when it lacks some (else None)
     columns: tuple[str, ...] | None = None
+    # a CSV or JSON Lines file cut by rows: its data rows [start, stop) (stop None: to the end)
+    rows: tuple[int, int | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +101,43 @@ def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
     return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
 
 
+# A table of file references is cut into items of about this many rows, at most this many items
+# per file: every item reads its file from the start (a CSV row's start cannot be found without
+# parsing the rows before it, quoted fields may hold line breaks) and stops after its rows, so
+# the items of one file parse it (items + 1) / 2 times in all; for a table of references that
+# is small beside the files its rows read (a 100,000-row CSV of paths: 4 MB for 650 MB of files).
+REFERENCE_ROWS = 2048
+MAX_REFERENCE_SLICES = 32
+
+
+def slice_by_rows(
+    items: Sequence[WorkItem],
+    rows_of: Callable[[WorkItem], float],
+    rows_per_item: int = REFERENCE_ROWS,
+    max_items: int = MAX_REFERENCE_SLICES,
+) -> list[WorkItem]:
+    """Each whole CSV or JSON Lines file of `items` cut into items of about `rows_per_item` of
+    its data rows (`rows_of`: an estimate of a file's rows), at most `max_items` per file. The
+    last item of a file reads to its end, so a low estimate loses no row; a high one leaves
+    later items with no row. Each item's `source_bytes` is its share of the file's."""
+    out: list[WorkItem] = []
+    for item in items:
+        if item.row_group is not None or item.num_rows is not None or item.rows is not None:
+            out.append(item)
+            continue
+        estimate = max(0.0, rows_of(item))
+        count = min(max_items, max(1, math.ceil(estimate / rows_per_item)))
+        if count == 1:
+            out.append(item)
+            continue
+        size = math.ceil(estimate / count)
+        for k in range(count):
+            share = item.source_bytes * (k + 1) // count - item.source_bytes * k // count
+            stop = None if k == count - 1 else (k + 1) * size
+            out.append(dataclasses.replace(item, source_bytes=share, rows=(k * size, stop)))
+    return out
+
+
 def with_partitions(items: Sequence[WorkItem], partitions: Partitions | None) -> list[WorkItem]:
     """The work items, each with the partition values of its file."""
     if partitions is None:
@@ -129,6 +173,9 @@ def read_work_item(
     JSON, a value that does not convert) is passed to it as a dead-letter dict; without, it
     fails the read.
     """
+    if item.rows is not None:
+        yield from _read_rows(item, fmt, schema, csv, batch_rows, on_bad)
+        return
     if not item.partition:
         yield from _read_file(item, fmt, schema, csv, batch_rows, on_bad)
         return
@@ -136,6 +183,44 @@ def read_work_item(
     own = file_schema(schema, item.partition)
     for batch in _read_file(item, fmt, own, csv, batch_rows, on_bad):
         yield dataclasses.replace(batch, table=columns.append_to(batch.table))
+
+
+def _read_rows(
+    item: WorkItem,
+    fmt: str,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+    on_bad: BadSink | None,
+) -> Iterator[TableBatch]:
+    """The data rows [start, stop) of an item cut by rows (`slice_by_rows`): the file read from
+    its start, the batches' rows outside the range left to the items they belong to, and so
+    are the bad rows (one without a row number goes to the first item)."""
+    start, stop = item.rows or (0, None)
+    end = math.inf if stop is None else stop
+
+    def mine(row: int | None) -> bool:
+        return start == 0 if row is None else start <= row < end
+
+    def keep_bad(row: dict) -> None:
+        if on_bad is not None and mine(row.get("row")):
+            on_bad(row)
+
+    whole = dataclasses.replace(item, rows=None)
+    for batch in read_work_item(
+        whole, fmt, schema, csv, batch_rows, None if on_bad is None else keep_bad
+    ):
+        numbers = source_rows(batch)
+        if not len(numbers) or numbers[-1] < start:
+            continue
+        if numbers[0] >= end:
+            return
+        if numbers[0] >= start and numbers[-1] < end:
+            yield batch
+            continue
+        kept = np.flatnonzero((numbers >= start) & (numbers < end))
+        if len(kept):
+            yield take_rows(batch, kept)
 
 
 def _read_file(

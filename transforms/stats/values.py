@@ -7,6 +7,12 @@ Values meet in an open-addressing table keyed by their hash: two values are told
 the top-k summary and HyperLogLog already do; two distinct values of one 64-bit hash in a split
 are a chance of about n**2 / 2**65). The table doubles once half full: for the few distinct
 values of a typical string column it stays small, in cache.
+
+A bytes feature's values are only counted, never kept (`keep_values=False`): there a value of
+`LONG_VALUE` bytes or more (a file's contents) is hashed with XXH64 (`xxh64_range`), about ten
+times faster than FNV-1a; every process, worker and runner hashes a value the same way, so the
+distinct counts merge. A string feature keeps FNV-1a for all its values: its top values are
+matched by `hash_column` elsewhere.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from transforms.hashing import FNV_OFFSET, hash_range
+from transforms.hashing import FNV_OFFSET, hash_range, word_views, xxh64_range
 
-__all__ = ["CountedValues", "count_values"]
+__all__ = ["LONG_VALUE", "CountedValues", "count_values"]
+
+LONG_VALUE = 256  # bytes: from here a bytes feature's value is hashed with XXH64
 
 
 @njit(cache=True)
@@ -39,7 +47,9 @@ def _table(hashes: np.ndarray, distinct: int, size: int) -> tuple:  # pragma: no
 
 
 @njit(cache=True)
-def _count(offsets: np.ndarray, data: np.ndarray) -> tuple:  # pragma: no cover
+def _count(
+    offsets: np.ndarray, data: np.ndarray, views: tuple, long: int
+) -> tuple:  # pragma: no cover
     n = len(offsets) - 1
     size = 256
     slot_hash, slot = _table(np.empty(0, np.uint64), 0, size)
@@ -55,7 +65,10 @@ def _count(offsets: np.ndarray, data: np.ndarray) -> tuple:  # pragma: no cover
         length_sum += end - start
         low = min(low, end - start)
         high = max(high, end - start)
-        h = hash_range(data, start, end, FNV_OFFSET)  # transforms/hashing.py's hash
+        if end - start >= long:
+            h = xxh64_range(views, data, start, end)
+        else:
+            h = hash_range(data, start, end, FNV_OFFSET)  # transforms/hashing.py's hash
         at = np.int64(h & np.uint64(size - 1))
         while slot[at] >= 0 and slot_hash[at] != h:
             at = (at + 1) & (size - 1)
@@ -114,6 +127,7 @@ def count_values(leaf: pa.Array, keep_values: bool = True) -> CountedValues:
     offsets = np.frombuffer(offsets_buf, np.int64 if large else np.int32)
     offsets = offsets[leaf.offset : leaf.offset + len(leaf) + 1]
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-    hashes, first, counts, length_sum, low, high = _count(offsets, data)
+    long = LONG_VALUE if not keep_values else np.iinfo(np.int64).max
+    hashes, first, counts, length_sum, low, high = _count(offsets, data, word_views(data), long)
     values = leaf.take(pa.array(first, pa.int64())) if keep_values else None
     return CountedValues(values, counts, hashes, int(length_sum), int(low), int(high))

@@ -49,6 +49,7 @@ from pipeline.engines.inprocess.after_convert import (
     write_grouped_shard,
     write_grouped_slice,
 )
+from pipeline.engines.inprocess.heap import reuse_freed_memory
 from pipeline.engines.inprocess.pool import run_items
 from pipeline.engines.inprocess.units import (
     Job,
@@ -320,6 +321,7 @@ def run_in_process(
     """Run the job of `plan` on `workers` processes (1: this one); the manifest's path.
     `run_id` and `progress_dir` as in build_pipeline."""
     config = plan.config
+    reuse_freed_memory()  # before the workers fork: they inherit it (heap.py)
     temp_dir = fs.join(config.output, f"beam-temp-shards-{uuid.uuid4().hex[:16]}")
     job = Job(plan, temp_dir, progress_dir)
     units = plan_units(plan)

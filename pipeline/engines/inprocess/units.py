@@ -68,6 +68,9 @@ def plan_units(plan: JobPlan) -> list[Unit]:
 def describe_unit(unit: Unit) -> str:
     """The work item, as an error names it."""
     item = unit.item
+    if item.rows is not None:
+        start, stop = item.rows
+        return f"{item.path} (rows {start:,} to {'the end' if stop is None else f'{stop - 1:,}'})"
     return item.path if item.row_group is None else f"{item.path} (row group {item.row_group})"
 
 
