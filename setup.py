@@ -23,7 +23,8 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
     install_requires=[
-        f"apache-beam[tfrecord,gcp,aws]=={BEAM_VERSION}",  # aws: s3:// (boto3)
+        # aws: s3:// (boto3); azure: azfs:// (azure-storage-blob)
+        f"apache-beam[tfrecord,gcp,aws,azure]=={BEAM_VERSION}",
         "google-crc32c>=1.5",
         "isal>=1.6",
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)

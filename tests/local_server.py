@@ -1,8 +1,9 @@
 """A server process on 127.0.0.1 that a test starts and always stops: the storage emulators'
-(tests/gcs_emulator.py, tests/s3_emulator.py) common part.
+(tests/gcs_emulator.py, tests/s3_emulator.py, tests/azure_emulator.py) common part.
 
 The server runs in its own process group, so a test that fails still stops it (and all of its
-children); its output goes to a log in its own temp folder, quoted when it exits early.
+children), in its own temp folder (its working directory), and its output goes to a log there,
+quoted when it exits early.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class LocalServer:
         with open(self.log, "wb") as log:
             self._process = subprocess.Popen(
                 self.command(),
+                cwd=self.workdir,  # whatever the server writes beside it stays in its folder
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() ends all of it

@@ -1,7 +1,7 @@
-"""What the object-store tests (tests/test_gcs.py, tests/test_s3.py) share: the bucket, moving
-files in, reading an output back through Beam's filesystems, the local run to compare with and
-its fixtures (`splits`, `local_sample`: tests/conftest.py loads this module as a plugin, so
-pytest finds them by name)."""
+"""What the object-store tests (tests/test_gcs.py, tests/test_s3.py, tests/test_azure.py)
+share: the bucket, moving files in, reading an output back through Beam's filesystems, the
+local run to compare with and its fixtures (`splits`, `local_sample`: tests/conftest.py loads
+this module as a plugin, so pytest finds them by name)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,12 @@ def records(output: str) -> collections.Counter:
 
 
 def objects(emulator: Emulator, output: str) -> set[str]:
-    """Every object under the output (`scheme://bucket/prefix`), relative to it."""
-    prefix = output.split("://", 1)[1].removeprefix(f"{BUCKET}/").rstrip("/") + "/"
+    """Every object under the output (`scheme://bucket/prefix`, or `azfs://account/container/
+    prefix`), relative to it."""
+    where = output.split("://", 1)[1]
+    if output.startswith("azfs://"):
+        where = where.split("/", 1)[1]  # the account: the emulator lists one account's blobs
+    prefix = where.removeprefix(f"{BUCKET}/").rstrip("/") + "/"
     return {name.removeprefix(prefix) for name in emulator.objects(BUCKET, prefix)}
 
 

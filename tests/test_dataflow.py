@@ -144,10 +144,11 @@ def test_worker_requirements_satisfy_setup_py():
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"{req.name} is not pinned in requirements-worker.txt"
         assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
-        for extra in req.extras:  # apache-beam[tfrecord,gcp,aws]: their packages are pinned too
-            assert extra in {"tfrecord", "gcp", "aws"}
+        for extra in req.extras:  # apache-beam[tfrecord,gcp,aws,azure]: their packages too
+            assert extra in {"tfrecord", "gcp", "aws", "azure"}
     assert "google-cloud-storage" in pins and "crcmod" in pins
     assert {"boto3", "botocore", "s3transfer"} <= set(pins)  # aws: s3://
+    assert {"azure-storage-blob", "azure-core", "azure-identity"} <= set(pins)  # azure: azfs://
 
 
 @SLOW

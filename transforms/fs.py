@@ -2,9 +2,12 @@
 with the interface of Beam's (`apache_beam.io.filesystems`), for the methods this project uses.
 
 A path with a scheme (`gs://...`, any `scheme://`) goes to Beam's `FileSystems`, imported on
-first use. A path without one is what Beam's `LocalFileSystem` would serve, and is served here
-by the standard library with that class's semantics: `create` makes the parent directories,
-`delete` removes files or whole directories and raises an `OSError` (as Beam's `BeamIOError`, an
+first use, except what Beam 2.77's Azure filesystem gets wrong: `exists`, `match`, `delete` and
+`rename` of `azfs://` paths go through the Azure client (transforms/fs_azure.py).
+
+A path without one is what Beam's `LocalFileSystem` would serve, and is served here by the
+standard library with that class's semantics: `create` makes the parent directories, `delete`
+removes files or whole directories and raises an `OSError` (as Beam's `BeamIOError`, an
 `IOError`) when a path matches nothing, `match` lists a directory tree with Beam's pattern
 translation (`*` stops at `/`, `**` does not, `?`, `[...]`, hidden files included, a pattern
 without a wildcard names one path). A local file that is read or written compressed (an
@@ -225,6 +228,46 @@ def _delete_local(paths: Sequence[str]) -> None:
         raise FileSystemError("Delete operation failed", failed)
 
 
+def _is_azure(path: str) -> bool:
+    return FileSystems.get_scheme(path) == "azfs"
+
+
+def _match_azure(pattern: str, limit: int | None) -> MatchResult:
+    """Beam's match semantics (as `_match_local`) over the blobs of an azfs:// container."""
+    from transforms import fs_azure
+
+    if pattern.endswith("/"):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:  # no wildcard: that blob, or nothing
+        found = fs_azure.stat(pattern)
+        return MatchResult(pattern, [] if found is None else [FileMetadata(pattern, *found)])
+    matches = re.compile(translate_pattern(pattern)).match
+    listed: list[FileMetadata] = []
+    for path, size, modified in fs_azure.list_under(prefix):
+        if limit is not None and len(listed) >= limit:
+            break
+        if matches(path):
+            listed.append(FileMetadata(path, size, modified))
+    return MatchResult(pattern, listed)
+
+
+def _delete_azure(paths: Sequence[str]) -> None:
+    """Beam's delete on azfs://: a path ending in `/` deletes every blob under it, a pattern
+    the blobs it matches, a name that blob; what is not there is no failure (as on gs://)."""
+    from transforms import fs_azure
+
+    names: list[str] = []
+    for path in paths:
+        if path.endswith("/"):
+            names.extend(found for found, _, _ in fs_azure.list_under(path))
+        elif re.search(r"[\[*?]", path):
+            names.extend(m.path for m in _match_azure(path, None).metadata_list)
+        else:
+            names.append(path)
+    fs_azure.delete(names)
+
+
 def _plain(path: str, compression_type: str) -> bool:
     """Whether a local file is read or written as it is (no compression)."""
     if compression_type == CompressionTypes.AUTO:
@@ -270,7 +313,13 @@ class FileSystems:
 
     @staticmethod
     def exists(path: str) -> bool:
-        return os.path.exists(path) if is_local(path) else _beam().exists(path)
+        if is_local(path):
+            return os.path.exists(path)
+        if _is_azure(path):
+            from transforms import fs_azure
+
+            return fs_azure.exists(path)
+        return _beam().exists(path)
 
     @staticmethod
     def open(
@@ -301,6 +350,11 @@ class FileSystems:
     def rename(source_file_names: Sequence[str], destination_file_names: Sequence[str]) -> None:
         if len(source_file_names) == 0:
             return
+        if _is_azure(source_file_names[0]):
+            from transforms import fs_azure
+
+            fs_azure.rename(source_file_names, destination_file_names)
+            return
         if not is_local(source_file_names[0]):
             _beam().rename(source_file_names, destination_file_names)
             return
@@ -322,6 +376,9 @@ class FileSystems:
             raise FileSystemError(f"Delete passed string argument instead of list: {paths}")
         if len(paths) == 0:
             return
+        if _is_azure(paths[0]):
+            _delete_azure(paths)
+            return
         if not is_local(paths[0]):
             _beam().delete(paths)
             return
@@ -332,7 +389,8 @@ class FileSystems:
         """One `MatchResult` per pattern (Beam's pattern syntax, see `translate_pattern`)."""
         if len(patterns) == 0:
             return []
-        if not is_local(patterns[0]):
+        azure = _is_azure(patterns[0])
+        if not azure and not is_local(patterns[0]):
             return _beam().match(patterns, limits)
         limits = [None] * len(patterns) if limits is None else limits
         if len(limits) != len(patterns):
@@ -341,7 +399,9 @@ class FileSystems:
         results = []
         for pattern, limit in zip(patterns, limits, strict=True):
             try:
-                results.append(_match_local(pattern, limit))
+                results.append((_match_azure if azure else _match_local)(pattern, limit))
+            except ImportError:  # no Azure client: its own message says what to install
+                raise
             except Exception as err:
                 failed[pattern] = err
         if failed:

@@ -68,7 +68,10 @@ ENGINES = ("auto", "beam", "in-process")
 
 OPTIONS: tuple[Option, ...] = (
     Option(
-        "input", (str, list), "paths or globs (local, gs://, s3://, any Beam filesystem)", "paths"
+        "input",
+        (str, list),
+        "paths or globs (local, gs://, s3://, azfs://, any Beam filesystem)",
+        "paths",
     ),
     Option("output", (str,), "output directory"),
     Option("format", (str,), "default: from the file names", choices=FORMATS),

@@ -9,6 +9,9 @@ planning and before anything in the output is deleted, with create-if-absent sem
 - s3://: a PutObject with `If-None-Match: *` (S3 refuses it with 412 when the object exists),
   through the boto3 client Beam's S3 filesystem builds (the same endpoint and credentials);
   it is removed with `If-Match: <ETag>` (only the version read);
+- azfs://: a Put Blob with `If-None-Match: *` (Azure refuses it with 409 when the blob exists),
+  through the azure-storage-blob client Beam's Azure filesystem builds (the same connection
+  string); it is removed with `If-Match: <ETag>` (only the version read);
 - another Beam filesystem: an existence check, then a create. Not atomic: two runs started in
   the same instant can both get it (the manifest's last-writer-wins then decides).
 
@@ -38,8 +41,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from pipeline.output.entries import EntryKindError, LinkInOutputError, is_link
+from pipeline.output.lease_azure import create_azure, delete_azure, read_azure
 from pipeline.output.lease_s3 import create_s3, delete_s3, read_s3
 from transforms.fs import FileSystems
+from transforms.fs_azure import client_errors
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -115,6 +120,16 @@ def _is_s3(path: str) -> bool:
     return FileSystems.get_scheme(path) == "s3"
 
 
+def _is_azure(path: str) -> bool:
+    return FileSystems.get_scheme(path) == "azfs"
+
+
+def _conditional(path: str) -> bool:
+    """Whether the store's own conditional writes make the lease (a version read, removed only
+    in that version): gs://, s3://, azfs://."""
+    return _is_gcs(path) or _is_s3(path) or _is_azure(path)
+
+
 def _gcs_blob(path: str, options: PipelineOptions | None) -> Any:
     from apache_beam.io.gcp.gcsio import GcsIO, parse_gcs_path
 
@@ -139,12 +154,13 @@ def _read_gcs(path: str, options: PipelineOptions | None) -> tuple[bytes, int] |
 
 
 def _read(path: str, options: PipelineOptions | None = None) -> tuple[Lease, Any] | None:
-    """The lease at `path` and its version (a gs:// generation, an s3:// ETag; None elsewhere),
-    or None when there is none. ValueError when the file holds no lease."""
+    """The lease at `path` and its version (a gs:// generation, an s3:// or azfs:// ETag; None
+    elsewhere), or None when there is none. ValueError when the file holds no lease."""
     for attempt in range(_READ_TRIES):
         generation = None
-        if _is_gcs(path) or _is_s3(path):
-            found = (_read_gcs if _is_gcs(path) else read_s3)(path, options)
+        if _conditional(path):
+            read = _read_gcs if _is_gcs(path) else read_s3 if _is_s3(path) else read_azure
+            found = read(path, options)
             if found is None:
                 return None
             data, generation = found
@@ -216,6 +232,8 @@ def _create(path: str, lease: Lease, options: PipelineOptions | None) -> bool:
         return True
     if _is_s3(path):
         return create_s3(path, data, options)
+    if _is_azure(path):
+        return create_azure(path, data, options)
     if FileSystems.exists(path):
         return False
     with FileSystems.create(path, mime_type="application/json") as f:
@@ -238,6 +256,8 @@ def _delete(path: str, run_id: str, options: PipelineOptions | None) -> bool:
         return True
     if _is_s3(path):  # only the version read: a lease another run created since is kept
         return delete_s3(path, found[1], options)
+    if _is_azure(path):  # the same, with Azure's If-Match
+        return delete_azure(path, found[1], options)
     if _is_local(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
@@ -272,6 +292,9 @@ def _take_over(path: str, stale: Lease, generation: Any, options: PipelineOption
         return
     if _is_s3(path):
         delete_s3(path, generation, options)
+        return
+    if _is_azure(path):
+        delete_azure(path, generation, options)
         return
     if not _is_local(path):
         FileSystems.delete([path])
@@ -314,6 +337,8 @@ def acquire_lease(output: str, options: PipelineOptions | None = None, waits: bo
         from botocore.exceptions import BotoCoreError, ClientError
 
         api_errors = (BotoCoreError, ClientError)
+    elif _is_azure(path):
+        api_errors = client_errors()
     try:
         for _ in range(3):  # a dead run's lease is taken over once; a race may need another look
             if _create(path, lease, options):
