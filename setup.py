@@ -23,8 +23,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
     install_requires=[
-        # aws: s3:// (boto3); azure: azfs:// (azure-storage-blob)
-        f"apache-beam[tfrecord,gcp,aws,azure]=={BEAM_VERSION}",
+        f"apache-beam[tfrecord,gcp,aws]=={BEAM_VERSION}",  # aws: s3:// (boto3)
         "google-crc32c>=1.5",
         "isal>=1.6",
         "llvmlite>=0.43",  # imported directly by the kernel (numba pins the matching one)
@@ -49,6 +48,9 @@ setup(
         "torch": ["torch>=2.1"],
         # grain's RandomAccessDataSource over an indexed output (docs/reader.md)
         "grain": ["grain>=0.2"],
+        # azfs:// (Azure Blob Storage): Beam's Azure filesystem and azure-storage-blob
+        # (transforms/fs_azure.py); pinned for the workers in requirements-worker.txt
+        "azure": [f"apache-beam[azure]=={BEAM_VERSION}"],
         # Dask: the cluster engine the distributed tests run on
         # (pipeline/engines/beam/dask_runner.py).
         "dask": [f"apache-beam[dask]=={BEAM_VERSION}", "dask==2026.8.0", "distributed==2026.8.0"],
@@ -64,6 +66,8 @@ setup(
             "gcp-storage-emulator==2026.7.19",
             # an S3 emulator (moto's server), started by tests/test_s3.py on 127.0.0.1
             "moto[server]==5.2.5",
+            # azfs:// for tests/test_azure.py (its emulator, azurite, comes from npm: .ci/run)
+            f"apache-beam[azure]=={BEAM_VERSION}",
             # reads the tfds layout back through tfds.builder_from_directory (tests/test_layouts.py)
             "tensorflow-datasets==4.9.10",
             # a grain data source over an indexed output (tests/test_reader_index.py); PyTorch's

@@ -67,14 +67,20 @@ def _instructions(name: str) -> list[str]:
     ]
 
 
-def _install_requires() -> list[Requirement]:
-    """setup.py's install_requires, with BEAM_VERSION substituted, without running setup.py."""
+def _install_requires(extra: str | None = None) -> list[Requirement]:
+    """setup.py's install_requires (or the requirements of one extra), with BEAM_VERSION
+    substituted, without running setup.py."""
     call = next(
         node
         for node in ast.walk(ast.parse(SETUP_PY))
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup"
     )
     (requires,) = [k.value for k in call.keywords if k.arg == "install_requires"]
+    if extra is not None:
+        (extras,) = [k.value for k in call.keywords if k.arg == "extras_require"]
+        (requires,) = [
+            v for k, v in zip(extras.keys, extras.values, strict=True) if k.value == extra
+        ]
     out = []
     for item in requires.elts:
         text = ast.unparse(item)
@@ -140,11 +146,12 @@ def test_dockerfile_entrypoint_checks_and_flex_file():
 
 def test_worker_requirements_satisfy_setup_py():
     pins = _pins()
-    for req in _install_requires():
+    # the package, and its azure extra (a job may read or write azfs:// on the workers)
+    for req in [*_install_requires(), *_install_requires("azure")]:
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"{req.name} is not pinned in requirements-worker.txt"
         assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
-        for extra in req.extras:  # apache-beam[tfrecord,gcp,aws,azure]: their packages too
+        for extra in req.extras:  # apache-beam[tfrecord,gcp,aws] and [azure]: pinned too
             assert extra in {"tfrecord", "gcp", "aws", "azure"}
     assert "google-cloud-storage" in pins and "crcmod" in pins
     assert {"boto3", "botocore", "s3transfer"} <= set(pins)  # aws: s3://

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,20 @@ def test_a_path_with_a_scheme_goes_to_beam(monkeypatch, tmp_path):
         ("open", packed, "application/octet-stream", auto),
         ("create", deflated, "application/octet-stream", CompressionTypes.DEFLATE),
     ]
+
+
+def test_an_azfs_path_without_the_azure_client_says_what_to_install(monkeypatch):
+    """Without azure-storage-blob (the azure extra), a command on an azfs:// path stops with one
+    line naming the extra."""
+    from conftest import run_cli_captured
+
+    for name in ("azure.storage.blob", "azure.core.exceptions"):
+        monkeypatch.setitem(sys.modules, name, None)  # import fails, as when not installed
+    result = run_cli_captured(
+        ["plan", "--input", "azfs://account/container/in/*.parquet",
+         "--output", "azfs://account/container/out"]
+    )  # fmt: skip
+    assert result.code == 2
+    (line,) = [line for line in result.err.splitlines() if line.startswith("tfrecord-etl: error")]
+    assert "azfs:// paths need the Azure client: pip install 'tfrecord-etl[azure]'" in line
+    assert "Traceback" not in result.err

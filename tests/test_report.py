@@ -1,7 +1,8 @@
 """`tfrecord-etl report` on hand-made outputs: the page's numbers equal the statistics, every
 user string is escaped, nothing is fetched, at most 20 KB a feature (2 MB for 100), the report
-imports neither Beam nor TensorFlow, an output on gs://; the figures; the `report` config key.
-The sample's report, `convert --report` and the browser checks: test_report_sample.py."""
+imports neither Beam nor TensorFlow, an output on gs://, s3:// and azfs://; the figures; the
+`report` config key. The sample's report, `convert --report` and the browser checks:
+test_report_sample.py."""
 
 from __future__ import annotations
 
@@ -285,6 +286,27 @@ def test_report_of_an_output_on_s3(output: Path) -> None:
         result = write_report(remote)
         assert result.path == f"{remote}/report.html" and result.features == 6
         page = s3.read("bucket", "out/report.html").decode("utf-8")
+    local, _ = render_report(str(output))
+    assert page == local.replace(html.escape(str(output)), html.escape(remote))
+
+
+def test_report_of_an_output_on_azure(output: Path) -> None:
+    """The same on azurite: the report read and written on azfs://."""
+    from azure_emulator import ACCOUNT, AzureEmulator, installed
+
+    from transforms.fs import FileSystems
+
+    if installed() is not None:
+        pytest.skip(str(installed()))
+    with AzureEmulator(("bucket",)) as azure, azure.environ():
+        remote = f"azfs://{ACCOUNT}/bucket/out"
+        for path in output.rglob("*"):
+            if path.is_file() and path.name != "report.html":
+                with FileSystems.create(f"{remote}/{path.relative_to(output).as_posix()}") as f:
+                    f.write(path.read_bytes())
+        result = write_report(remote)
+        assert result.path == f"{remote}/report.html" and result.features == 6
+        page = azure.read("bucket", "out/report.html").decode("utf-8")
     local, _ = render_report(str(output))
     assert page == local.replace(html.escape(str(output)), html.escape(remote))
 

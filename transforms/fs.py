@@ -232,6 +232,12 @@ def _is_azure(path: str) -> bool:
     return FileSystems.get_scheme(path) == "azfs"
 
 
+def _azure_client_missing() -> type[OSError]:
+    from transforms.fs_azure import AzureClientMissingError
+
+    return AzureClientMissingError
+
+
 def _match_azure(pattern: str, limit: int | None) -> MatchResult:
     """Beam's match semantics (as `_match_local`) over the blobs of an azfs:// container."""
     from transforms import fs_azure
@@ -400,9 +406,9 @@ class FileSystems:
         for pattern, limit in zip(patterns, limits, strict=True):
             try:
                 results.append((_match_azure if azure else _match_local)(pattern, limit))
-            except ImportError:  # no Azure client: its own message says what to install
-                raise
             except Exception as err:
+                if azure and isinstance(err, _azure_client_missing()):  # says what to install
+                    raise
                 failed[pattern] = err
         if failed:
             raise FileSystemError("Match operation failed", failed)

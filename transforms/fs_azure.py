@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEME",
+    "AzureClientMissingError",
     "FileInfo",
     "blob_client",
     "client_errors",
@@ -49,14 +50,18 @@ _COPY_WAIT = 600.0  # seconds a pending copy is waited for before the rename fai
 FileInfo = tuple[str, int, float]  # path, size, last-modified seconds
 
 
+class AzureClientMissingError(OSError):
+    """azure-storage-blob is not installed: the message says what to install."""
+
+
 def client_errors() -> tuple[type[Exception], ...]:
-    """The Azure client's errors (`AzureError`: any answer or connection failure); an
-    ImportError that says what to install when the client is not installed."""
+    """The Azure client's errors (`AzureError`: any answer or connection failure);
+    AzureClientMissingError when the client is not installed."""
     try:
         from azure.core.exceptions import AzureError
         from azure.storage.blob import BlobServiceClient  # noqa: F401
     except ImportError as err:
-        raise ImportError(
+        raise AzureClientMissingError(
             "azfs:// paths need the Azure client: pip install 'tfrecord-etl[azure]' "
             f"(apache-beam[azure]); {err}"
         ) from err

@@ -84,7 +84,8 @@ def _check_arguments(batch_size: int, shuffle_buffer: int, repeat: bool | int) -
 
 def _check_tensorflow_reads(files: list[str]) -> None:
     """ValueError now, not at the first batch, when TensorFlow has no filesystem for the
-    shards' scheme (TensorFlow 2.21 has none for s3://; the manifest was read through Beam's)."""
+    shards' scheme (TensorFlow 2.21 has none for s3:// or azfs://; the manifest was read through
+    Beam's)."""
     if not files or "://" not in files[0]:
         return
     try:
@@ -125,7 +126,7 @@ def load_dataset(
 
     Raises FileNotFoundError when `output_dir` has no manifest (not a complete output) and
     ValueError for a split the manifest does not list, a bad argument, or shards on a store
-    TensorFlow has no filesystem for (s3:// on TensorFlow 2.21).
+    TensorFlow has no filesystem for (s3:// and azfs:// on TensorFlow 2.21).
     """
     _check_arguments(batch_size, shuffle_buffer, repeat)
     manifest = read_output_manifest(output_dir)

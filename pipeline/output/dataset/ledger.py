@@ -7,7 +7,8 @@ the span's own manifest: a span missing from it is not part of the dataset (a ru
 it committed) and the next run removes that directory.
 
 An input is known by its path, its size and its modification time (the store's last-modified
-time on gs:// and s3://, as Beam's match reports it); `rows` is the rows its Parquet footer
+time on gs://, s3:// and azfs://, as the match of the inputs reports it: Beam's, or
+transforms/fs_azure.py's on azfs://); `rows` is the rows its Parquet footer
 holds, None for CSV and JSON Lines (counted for the span as a whole).
 
 A span's directory is always `span-NNNNN` of its number: `read_dataset` refuses any other name
