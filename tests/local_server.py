@@ -83,7 +83,11 @@ class LocalServer:
                 self.stop()
                 raise RuntimeError(f"the {self.name} did not answer on {self.url} in {timeout} s")
             time.sleep(0.05)
-        self.prepared()
+        try:
+            self.prepared()
+        except BaseException:  # a server that could not be prepared is not left running
+            self.stop()
+            raise
 
     def stop(self) -> None:
         process, self._process = self._process, None
