@@ -140,7 +140,8 @@ def load_dataset(
         spec = parse_spec(features)
 
         def parse_batch(records: tf.Tensor) -> dict[str, Any]:
-            parsed = restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
+            parsed = tf.io.parse_example(records, spec)
+            parsed = restore(parsed, features, null_masks=null_masks, records=records)
             return decode_image_features(parsed, features) if decode_images else parsed
 
     names = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))

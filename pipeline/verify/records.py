@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.output.manifest import StoredFeature
-from pipeline.output.sections import with_row_lengths
+from pipeline.output.sections import with_derived
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
@@ -105,7 +105,7 @@ class RecordChecker:
     """Checks records against the manifest's features and counts each feature's absences."""
 
     def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
-        self.features = with_row_lengths(features)
+        self.features = with_derived(features)
         self.order = [f.name for f in self.features]
         self.findings = findings
         self.records = 0  # records checked
