@@ -317,7 +317,7 @@ def render_page(
     first records' thumbnails."""
     title = f"Dataset report: {output}"
     if summaries:
-        shown = with_derived(manifest.features)
+        shown = with_derived(manifest.features, manifest.rows or 0)
         features = "".join(
             _feature(f, summaries.get(f.name, {}), plots.get(f.name, "")) for f in shown
         )

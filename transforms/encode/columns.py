@@ -30,6 +30,7 @@ __all__ = [
     "infer_shape",
     "int64_values",
     "leaf_array",
+    "null_positions",
     "row_lengths_array",
     "to_kernel_column",
     "to_kernel_columns",
@@ -244,6 +245,36 @@ def _flatten_lists(
         if found is not None:
             nulls.append(found)
     return arr, off, partitions, nulls
+
+
+def _holds_inner_nulls(arr: pa.Array) -> bool:
+    """Whether a list column's items may hold a null at some level below its rows (Arrow's
+    null counts: a look per level)."""
+    t = arr
+    while is_list_type(t.type):
+        t = t.values
+        if t.null_count:
+            return True
+    return False
+
+
+def null_positions(arr: pa.Array, spec: FeatureSpec) -> dict[int, pa.Array]:
+    """Per list level whose items hold nulls in the batch's rows with a value, the positions
+    the feature `nulls_key(name, level)` holds, as a list<int64> per row (null where the row
+    has none): what the statistics describe. `arr`: the column (`leaf_array`) of rows that
+    encoded."""
+    if spec.shape == () or not _holds_inner_nulls(arr):
+        return {}
+    if spec.null_policy == "default" and arr.null_count:
+        arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    _, _, _, found = _flatten_lists(arr, valid, spec, "", 0)
+    return {
+        f.level: pa.LargeListArray.from_arrays(
+            pa.array(f.row_off), pa.array(f.positions, pa.int64()), mask=pa.array(~f.rows)
+        )
+        for f in found
+    }
 
 
 def _int64_values(leaf: pa.Array) -> np.ndarray:

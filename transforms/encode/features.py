@@ -15,6 +15,7 @@ __all__ = [
     "FLOAT64_BYTES",
     "INT64",
     "NULL_POLICIES",
+    "NULL_POSITIONS",
     "VALUES",
     "ColumnOptions",
     "ConversionError",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 NULL_POLICIES = ("omit", "default", "fail")
+
+# The source_type of a feature of null positions (`nulls_specs`).
+NULL_POSITIONS = "null positions"
 
 # Example kinds.
 INT64 = "int64"
@@ -67,7 +71,7 @@ def nulls_specs(spec: FeatureSpec, levels: Sequence[int]) -> list[FeatureSpec]:
     as features of their own (int64 lists, present only in rows with such nulls)."""
     return [
         FeatureSpec(
-            nulls_key(spec.name, k), spec.path, INT64, "int64", None, VALUES, "null positions"
+            nulls_key(spec.name, k), spec.path, INT64, "int64", None, VALUES, NULL_POSITIONS
         )
         for k in levels
     ]
