@@ -89,8 +89,12 @@ def make_table(n: int = ROWS, seed: int = 11) -> pa.Table:
     deep[2], deep[3] = [[None, [None]], None], [[[]], [[0, None]]]
     words = column(lambda: _lists(rng, 1, word, 0.2))
     small = lambda r: int(r.integers(-99, 99))  # noqa: E731
-    pairs = column(lambda: [_maybe(rng, 0.2, lambda: [_maybe(rng, 0.2, lambda: small(rng)), 7])
-                            for _ in range(int(rng.integers(0, 3)))])  # fmt: skip
+    pairs = column(
+        lambda: [
+            _maybe(rng, 0.2, lambda: [_maybe(rng, 0.2, lambda: small(rng)), 7])
+            for _ in range(int(rng.integers(0, 3)))
+        ]
+    )
     vec = [_maybe(rng, 0.1, lambda: [_maybe(rng, 0.3, lambda: small(rng)), 1]) for _ in range(n)]
     vec[0], vec[1] = None, [None, None]
 
@@ -101,8 +105,14 @@ def make_table(n: int = ROWS, seed: int = 11) -> pa.Table:
 
     def structs():
         return [
-            _maybe(rng, 0.2, lambda: {"x": _maybe(rng, 0.2, lambda: ints(rng)),
-                                      "s": _maybe(rng, 0.2, lambda: word(rng))})  # fmt: skip
+            _maybe(
+                rng,
+                0.2,
+                lambda: {
+                    "x": _maybe(rng, 0.2, lambda: ints(rng)),
+                    "s": _maybe(rng, 0.2, lambda: word(rng)),
+                },
+            )
             for _ in range(int(rng.integers(0, 4)))
         ]
 
@@ -267,10 +277,13 @@ def test_manifest_records_the_null_features(output, source):
     for name, (shape, _) in LEAVES.items():
         levels = 1 if shape is None else len(shape)
         rows_with = {
-            k: sum("False" in str(m) for m, p in zip(want[f"{name}__present_{k}"],
-                                                      want[name + "__present"], strict=True) if p)
+            k: sum(
+                "False" in str(m)
+                for m, p in zip(want[f"{name}__present_{k}"], want[name + "__present"], strict=True)
+                if p
+            )
             for k in range(1, levels + 1)
-        }  # fmt: skip
+        }
         assert dict(features[name].inner_nulls) == {k: r for k, r in rows_with.items() if r}
         assert features[name].null_count == want[name + "__present"].count(False)
     assert features["m.key"].inner_nulls == ()
@@ -416,3 +429,36 @@ def test_a_column_named_as_null_positions_is_refused():
     schema = pa.schema([("v", pa.list_(pa.int64())), ("v__nulls_1", pa.int64())])
     with pytest.raises(SchemaError, match=r"v__nulls_1.*occur twice"):
         plan_features(schema)
+
+
+def test_keep_float64_and_decimal_lists_with_nulls(tmp_path):
+    """A keep_float64 list (one bytes value per row) and a decimal list (text) with null
+    elements: 0.0 and an empty value written, the masks as for any list."""
+    import decimal
+
+    table = pa.table(
+        {
+            "id": pa.array(range(4)),
+            "k": pa.array([[1.5, None], None, [], [None]], pa.list_(pa.float64())),
+            "kf": pa.array([[1.5, None], [None, 2.0], [0.0, 1.0], [3.0, 4.0]],
+                           pa.list_(pa.float64(), 2)),
+            "d": pa.array([[decimal.Decimal("1.50"), None], None, [], [None]],
+                          pa.list_(pa.decimal128(5, 2))),
+        }
+    )  # fmt: skip
+    path, config = tmp_path / "k.parquet", tmp_path / "k.yaml"
+    pq.write_table(table, path)
+    config.write_text("columns:\n  k: {keep_float64: true}\n  kf: {keep_float64: true}\n")
+    out = convert((path, config, table), tmp_path / "out")
+    assert assert_readers_agree(out) == 4
+    (batch,) = list(iter_batches(str(out), batch_size=8))
+    assert batch["k"].tolist() == [[1.5, 0.0], [], [], [0.0]]
+    assert batch["k__present"].tolist() == [True, False, True, True]
+    assert batch["k__present_1"].tolist() == [[True, False], [], [], [False]]
+    assert batch["kf"].tolist() == [[1.5, 0.0], [0.0, 2.0], [0.0, 1.0], [3.0, 4.0]]
+    full = [True, True]
+    assert batch["kf__present_1"].tolist() == [[True, False], [False, True], full, full]
+    assert batch["d"].tolist() == [[b"1.50", b""], [], [], [b""]]
+    assert batch["d__present_1"].tolist() == [[True, False], [], [], [False]]
+    result = run_cli_captured(["verify", out, "--source", path])
+    assert result.code == 0, result.out + result.err

@@ -210,9 +210,10 @@ def _inner_mask(value: Any, positions: Raw, level: int, where: str, name: str) -
         )
     mask[bounds[rows] + at] = False
     for step in reversed(peeled):
-        mask = mask.reshape(-1, step, *mask.shape[1:]) if isinstance(step, int) else (
-            Ragged(mask, step)
-        )  # fmt: skip
+        if isinstance(step, int):
+            mask = mask.reshape(-1, step, *mask.shape[1:])
+        else:
+            mask = Ragged(mask, step)
     return mask
 
 

@@ -110,15 +110,11 @@ def _level_items(f: StoredFeature, parsed: dict[str, Any], level: int) -> np.nda
     spec = f.spec
     shape = spec.shape
     value = parsed[_VALUES + f.name] if spec.partition_levels else parsed[f.name]
-    if spec.encoding == FLOAT64_BYTES:
-        strings = value if isinstance(value, tf.RaggedTensor) else value[:, None]
-        sizes = tf.strings.length(strings.flat_values if isinstance(strings, tf.RaggedTensor)
-                                  else tf.reshape(strings, [-1])).numpy()  # fmt: skip
-        per_row = (
-            strings.row_lengths().numpy()
-            if isinstance(strings, tf.RaggedTensor)
-            else np.ones(sizes.shape[0], np.int64)
-        )
+    if spec.encoding == FLOAT64_BYTES:  # a row's float64s: one bytes value, 8 bytes each
+        if not isinstance(value, tf.RaggedTensor):
+            value = tf.RaggedTensor.from_tensor(tf.reshape(value, [-1, 1]))
+        sizes = tf.strings.length(value.flat_values).numpy()
+        per_row = value.row_lengths().numpy()
         ends = np.cumsum(per_row)
         totals = np.concatenate(([0], np.cumsum(sizes)))
         items = (totals[ends] - totals[ends - per_row]) // 8
