@@ -156,33 +156,46 @@ class NullItems:
         self.row_off = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=self.row_off[1:])
 
-    def first_row(self) -> int:
-        return int(np.argmax(self.rows))
-
 
 def _null_items(
-    arr: pa.Array, off: np.ndarray, has_row: np.ndarray | None, level: int
-) -> NullItems | None:
-    """The null items of `arr` (a level's items; row i's are off[i]:off[i + 1]) in rows that
-    have a value (`has_row`, None: every row): the Arrow validity bitmap read once, the rows
-    of the nulls found by a search of the offsets. None when there are none."""
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-    index = np.flatnonzero(~valid)
-    rows = np.searchsorted(off, off[0] + index, side="right") - 1
+    part: pa.Array, off: np.ndarray, has_row: np.ndarray | None, level: int
+) -> tuple[NullItems | None, np.ndarray]:
+    """The null items of `part` (a level's items of the batch's rows; row i's are
+    off[i]:off[i + 1], off[0] == 0) in rows that have a value (`has_row`, None: every row):
+    the Arrow validity bitmap of the batch's items read once, the rows of the nulls found by a
+    search of the offsets. (None when there are none, and the index of every null item.)"""
+    index = np.flatnonzero(~part.is_valid().to_numpy(zero_copy_only=False))
+    every = index
+    rows = np.searchsorted(off, index, side="right") - 1
     if has_row is not None:
         keep = has_row[rows]
         index, rows = index[keep], rows[keep]
     if not index.size:
-        return None
-    positions = (off[0] + index - off[rows]).astype(np.int64, copy=False)
-    return NullItems(level, rows, positions, len(off) - 1)
+        return None, every
+    positions = (index - off[rows]).astype(np.int64, copy=False)
+    return NullItems(level, rows, positions, len(off) - 1), every
 
 
-def _without_null_lists(arr: pa.Array, dim: int) -> pa.Array:
-    """A level's lists with each null one written as an empty list (a dim that varies) or as
-    `dim` null items (a fixed dim), which the next level finds as nulls in turn: the
-    partitions stay aligned and the shape holds."""
-    return pc.fill_null(arr, pa.scalar([] if dim < 0 else [None] * dim, arr.type))
+def _null_lists(
+    arr: pa.Array, off: np.ndarray, has_row: np.ndarray | None, level: int, dim: int
+) -> tuple[pa.Array, np.ndarray, NullItems | None]:
+    """A level's lists (`arr`; row i's are off[i]:off[i + 1]) with nulls among them: their
+    positions, and the lists as written: a null list an empty one (a dim that varies), or
+    `dim` null items (a fixed dim), which the next level finds as nulls in turn, so the
+    partitions stay aligned and the shape holds. Arrow gives a null list no items, which is
+    an empty list already: only a fixed dim (or a null list that spans items) takes a copy of
+    the batch's lists, with the offsets from 0 (returned with them)."""
+    part = arr.slice(int(off[0]), int(off[-1] - off[0]))
+    if not part.null_count:
+        return arr, off, None
+    found, every = _null_items(part, off - off[0], has_row, level)
+    if dim < 0 and not pa.types.is_fixed_size_list(arr.type):
+        bounds = arr.offsets.to_numpy()
+        at = off[0] + every
+        if not (bounds[at + 1] - bounds[at]).any():
+            return arr, off, found
+    filled = pc.fill_null(part, pa.scalar([] if dim < 0 else [None] * dim, arr.type))
+    return filled, off - off[0], found
 
 
 def _flatten_lists(
@@ -210,10 +223,10 @@ def _flatten_lists(
     level = 0
     while is_list_type(arr.type):
         if level > 0 and arr.null_count:
-            found = _null_items(arr, off, None if every_row else valid, level)
+            has_row = None if every_row else valid
+            arr, off, found = _null_lists(arr, off, has_row, level, spec.shape[level])
             if found is not None:
                 nulls.append(found)
-            arr = _without_null_lists(arr, spec.shape[level])
         child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
         lengths = np.diff(child_off)
         dim = None if spec.shape is None else spec.shape[level]
@@ -241,9 +254,11 @@ def _flatten_lists(
         arr = child
         level += 1
     if arr.null_count:  # the values: null elements, written as the type's zero
-        found = _null_items(arr, off, None if every_row else valid, level)
-        if found is not None:
-            nulls.append(found)
+        part = arr.slice(int(off[0]), int(off[-1] - off[0]))
+        if part.null_count:
+            found, _ = _null_items(part, off - off[0], None if every_row else valid, level)
+            if found is not None:
+                nulls.append(found)
     return arr, off, partitions, nulls
 
 
