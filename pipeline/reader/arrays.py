@@ -14,8 +14,11 @@ What comes back as what (the same as `restore` in pipeline/reader/spec.py, in nu
 - a fixed array as [batch, *shape]; a nullable scalar or fixed array dense, 0 / 0.0 / b"" /
   False where null, with its bool mask [batch] under `NAME__present` (`null_masks`);
 - a variable-length list, or an array with a variable outer dimension, as a `Ragged`:
-  `values` [total, *inner] and `row_lengths` int64 [batch] (a null and an empty list are both
-  an empty row, as in `load_dataset`); `Ragged.rows()` cuts it into a list of arrays;
+  `values` [total, *inner] and `row_lengths` int64 [batch] (a null list an empty row with
+  `NAME__present` False, an empty list True, as in `load_dataset`); `Ragged.rows()` cuts it
+  into a list of arrays;
+- a list whose items held nulls: 0 / 0.0 / b"" / False (or an empty list) there, and per
+  such level K the bool mask `NAME__present_K`, nested as the value's first K levels;
 - a list ragged below its first level as `Ragged`s nested as deep as its ragged levels (the
   `values` of each a `Ragged` again, the innermost fixed dims array dims), as the
   `tf.RaggedTensor` of `load_dataset`; `Ragged.tolist()` gives the nested lists;

@@ -150,11 +150,25 @@ class NullItems:
     __slots__ = ("level", "positions", "row_off", "rows")
 
     def __init__(self, level: int, rows: np.ndarray, positions: np.ndarray, n: int) -> None:
+        counts = np.bincount(rows, minlength=n)
         self.level = level
         self.positions = positions
-        self.rows = np.bincount(rows, minlength=n) > 0
+        self.rows = counts > 0
         self.row_off = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=self.row_off[1:])
+        np.cumsum(counts, out=self.row_off[1:])
+
+
+def _null_bits(part: pa.Array) -> np.ndarray:
+    """Per item of `part`, whether it is null: its validity bitmap's bytes that cover it,
+    unpacked (no Arrow array made on the way)."""
+    bitmap = part.buffers()[0]
+    if bitmap is None or pa.types.is_null(part.type):
+        return np.full(len(part), part.null_count > 0, np.bool_)
+    first, n = part.offset, len(part)
+    raw = np.frombuffer(bitmap, np.uint8, count=(first + n + 7) // 8 - first // 8,
+                        offset=first // 8)  # fmt: skip
+    bits = np.unpackbits(raw, bitorder="little")[first % 8 : first % 8 + n]
+    return bits == 0
 
 
 def _null_items(
@@ -164,7 +178,7 @@ def _null_items(
     off[i]:off[i + 1], off[0] == 0) in rows that have a value (`has_row`, None: every row):
     the Arrow validity bitmap of the batch's items read once, the rows of the nulls found by a
     search of the offsets. (None when there are none, and the index of every null item.)"""
-    index = np.flatnonzero(~part.is_valid().to_numpy(zero_copy_only=False))
+    index = np.flatnonzero(_null_bits(part))
     every = index
     rows = np.searchsorted(off, index, side="right") - 1
     if has_row is not None:
