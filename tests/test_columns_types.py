@@ -354,10 +354,11 @@ def test_a_nested_lists_shape_is_inferred_from_the_whole_batch():
     assert infer_shape(fixed) == (-1, 2)
 
 
-def test_list_with_null_element_is_a_conversion_error():
-    arr = pa.array([[1], [2, None]], pa.list_(pa.int64()))
-    with pytest.raises(ConversionError, match=r"row 1: column 'c'.*null"):
-        column_values(arr)
+def test_list_with_null_element_writes_zero_and_its_position():
+    arr = pa.array([[1], [2, None, None], [None, 3.5]], pa.list_(pa.float32()))
+    rows = decode_rows(pa.table({"c": arr}))
+    assert [row["c"] for row in rows] == [[1.0], [2.0, 0.0, 0.0], [0.0, 3.5]]
+    assert [row.get("c__nulls_1", ABSENT) for row in rows] == [ABSENT, [1, 2], [0]]
 
 
 # ----------------------------------------------------------------------------- struct, dict

@@ -392,7 +392,10 @@ def _expected_nested(name, v):
 
 
 def check_ragged(got, name, values, dtype):
-    assert name + PRESENT_SUFFIX not in got
+    if any(v is None for v in values):  # a null row and an empty list read apart
+        assert got[name + PRESENT_SUFFIX].tolist() == [v is not None for v in values], name
+    else:
+        assert name + PRESENT_SUFFIX not in got
     rows = got[name]
     assert len(rows) == len(values)
     for i, (row, v) in enumerate(zip(rows, values, strict=True)):
@@ -408,9 +411,8 @@ def check_ragged(got, name, values, dtype):
 def check_all(got, values_by_name, layout=EXPECTED_LAYOUT):
     expected_keys = set(layout) | {
         name + PRESENT_SUFFIX
-        for name, (_, shape) in layout.items()
-        if (shape is not None and (not shape or shape[0] >= 0))
-        and any(v is None for v in values_by_name[name])
+        for name in layout
+        if any(v is None for v in values_by_name[name])  # ragged lists too
     }
     assert set(got) == expected_keys
     for name, (dtype, shape) in layout.items():

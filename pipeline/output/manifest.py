@@ -32,7 +32,7 @@ from pipeline.output.sections import (
     StoredFeature,
 )
 from transforms import fs
-from transforms.encode.features import FeatureSpec
+from transforms.encode.features import FeatureSpec, nulls_key
 
 __all__ = [
     "MANIFEST_NAME",
@@ -259,7 +259,7 @@ class Manifest:
             compression=compression,
             rows=sum(rows.values()),
             splits=splits,
-            features=tuple(StoredFeature(s, int(null_counts.get(s.name, 0))) for s in specs),
+            features=tuple(_stored(s, null_counts) for s in specs),
             source_format=source_format,
             sources=tuple(sources),
             created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -282,6 +282,18 @@ class Manifest:
         files = list((self.statistics or {}).values())
         files += [s.index for split in self.splits.values() for s in split.shards if s.index]
         return files + ([self.schema] if self.schema else [])
+
+
+def _stored(spec: FeatureSpec, null_counts: Mapping[str, int]) -> StoredFeature:
+    """A feature's manifest entry from the run's counts: its null rows, and per list level
+    the rows that hold its null positions (`BatchStats.nulls`)."""
+    levels = range(1, spec.list_levels + 1)
+    inner = tuple(
+        (k, int(null_counts[nulls_key(spec.name, k)]))
+        for k in levels
+        if null_counts.get(nulls_key(spec.name, k), 0) > 0
+    )
+    return StoredFeature(spec, int(null_counts.get(spec.name, 0)), inner)
 
 
 def manifest_path(output_dir: str) -> str:

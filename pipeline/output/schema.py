@@ -16,6 +16,8 @@ One `feature` per manifest feature, as the records hold it:
   after it, and a `tensor_representation_group` entry that makes it a RaggedTensor with
   those features as its row partitions (`uniform_row_length` for a fixed inner dim), as
   tfx_bsl's TensorAdapter builds RaggedTensors.
+- a list whose items held nulls: after it (and its row-lengths features) per such level K
+  the INT feature `NAME__nulls_K` of their positions, present in the rows that have them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline.output.manifest import Manifest, StoredFeature
-from transforms.encode.features import row_lengths_key
+from transforms.encode.features import nulls_key, row_lengths_key
 from transforms.fs import FileSystems
 from transforms.preprocess.artifacts import read_artifacts
 from transforms.preprocess.chain import PreprocessPlan
@@ -132,6 +134,11 @@ def manifest_schema(
             feature.image_domain.SetInParent()
         if spec.partition_levels:
             _add_row_lengths(schema, stored, always, rows)
+        for k, holding in stored.inner_nulls:  # null positions: only in rows with such nulls
+            nulls = schema.feature.add(name=nulls_key(spec.name, k), type=schema_pb2.INT)
+            if holding == rows:
+                nulls.presence.min_fraction = 1.0
+            nulls.presence.min_count = 1 if holding else 0
     return schema
 
 

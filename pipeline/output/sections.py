@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transforms.encode.features import FeatureSpec, row_lengths_specs
+from transforms.encode.features import FeatureSpec, nulls_specs, row_lengths_specs
 
 __all__ = [
     "BadRowFiles",
@@ -20,23 +20,49 @@ __all__ = [
     "SplitEntry",
     "SplitRule",
     "StoredFeature",
-    "with_row_lengths",
+    "with_derived",
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class StoredFeature:
-    """One manifest feature entry: the writer's FeatureSpec and how many rows were null."""
+    """One manifest feature entry: the writer's FeatureSpec, how many rows were null, and for
+    a list whose items held nulls, per such level K the rows that hold its null positions
+    (`nulls_key(name, K)`; the entry's `inner_nulls`, left out when there are none)."""
 
     spec: FeatureSpec
     null_count: int = 0
+    inner_nulls: tuple[tuple[int, int], ...] = ()  # (level, rows holding its positions)
 
     @classmethod
     def from_json(cls, entry: Mapping[str, Any]) -> StoredFeature:
-        return cls(FeatureSpec.from_json(entry), int(entry.get("null_count", 0)))
+        inner = entry.get("inner_nulls") or {}
+        levels = tuple(sorted((int(k), int(v)) for k, v in inner.items()))
+        return cls(FeatureSpec.from_json(entry), int(entry.get("null_count", 0)), levels)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.spec.to_json(), "null_count": int(self.null_count)}
+        out = {**self.spec.to_json(), "null_count": int(self.null_count)}
+        if self.inner_nulls:  # outputs without nulls inside lists keep the entry they had
+            out["inner_nulls"] = {str(k): int(rows) for k, rows in self.inner_nulls}
+        return out
+
+    @property
+    def null_levels(self) -> tuple[int, ...]:
+        """The list levels whose items held nulls: each has its feature of null positions."""
+        return tuple(k for k, rows in self.inner_nulls if rows > 0)
+
+    def mask_keys(self, lists: bool = True) -> list[str]:
+        """The keys of the masks the readers add beside the feature: `NAME__present` (a
+        nullable scalar or fixed array; with `lists`, a nullable list that comes back ragged
+        too) and `NAME__present_K` per list level K whose items held nulls."""
+        keys = [f"{self.name}__present"] if self.has_mask or (lists and self.list_mask) else []
+        return keys + [f"{self.name}__present_{k}" for k in self.null_levels]
+
+    @property
+    def list_mask(self) -> bool:
+        """Whether the readers add a `__present` mask to a list that comes back ragged (a
+        nullable one: a null row and an empty list read apart)."""
+        return self.nullable and self.ragged
 
     @property
     def name(self) -> str:
@@ -58,14 +84,20 @@ class StoredFeature:
         return self.nullable and not self.ragged
 
 
-def with_row_lengths(features: Sequence[StoredFeature]) -> list[StoredFeature]:
+def with_derived(features: Sequence[StoredFeature], rows: int = 0) -> list[StoredFeature]:
     """`features` and, after each list ragged below its first level, its row-lengths features
-    (int64 lists, absent exactly where the column is null): every key the records hold, each
-    with statistics of its own."""
+    (int64 lists, absent exactly where the column is null), then after each list that held
+    nulls its features of null positions (int64 lists, absent from the `rows` records but
+    those with such nulls): every key the records hold, each with statistics of its own."""
     out = []
     for f in features:
         out.append(f)
         out += [StoredFeature(spec, f.null_count) for spec in row_lengths_specs(f.spec)]
+        holding = dict(f.inner_nulls)
+        out += [
+            StoredFeature(spec, max(rows - holding[k], 0))
+            for k, spec in zip(f.null_levels, nulls_specs(f.spec, f.null_levels), strict=True)
+        ]
     return out
 
 

@@ -14,8 +14,11 @@ What comes back as what (the same as `restore` in pipeline/reader/spec.py, in nu
 - a fixed array as [batch, *shape]; a nullable scalar or fixed array dense, 0 / 0.0 / b"" /
   False where null, with its bool mask [batch] under `NAME__present` (`null_masks`);
 - a variable-length list, or an array with a variable outer dimension, as a `Ragged`:
-  `values` [total, *inner] and `row_lengths` int64 [batch] (a null and an empty list are both
-  an empty row, as in `load_dataset`); `Ragged.rows()` cuts it into a list of arrays;
+  `values` [total, *inner] and `row_lengths` int64 [batch] (a null list an empty row with
+  `NAME__present` False, an empty list True, as in `load_dataset`); `Ragged.rows()` cuts it
+  into a list of arrays;
+- a list whose items held nulls: 0 / 0.0 / b"" / False (or an empty list) there, and per
+  such level K the bool mask `NAME__present_K`, nested as the value's first K levels;
 - a list ragged below its first level as `Ragged`s nested as deep as its ragged levels (the
   `values` of each a `Ragged` again, the innermost fixed dims array dims), as the
   `tf.RaggedTensor` of `load_dataset`; `Ragged.tolist()` gives the nested lists;
@@ -40,7 +43,7 @@ import numpy as np
 
 from pipeline.output.dataset import read_output_manifest
 from pipeline.output.manifest import Manifest, StoredFeature
-from pipeline.reader.decode import Keys, Raw, decode_records
+from pipeline.reader.decode import Keys, Raw, RecordError, decode_records
 from pipeline.reader.records import (
     RecordBlock,
     ShuffleBuffer,
@@ -49,7 +52,7 @@ from pipeline.reader.records import (
     read_records,
     split_shards,
 )
-from transforms.encode.features import BYTES, FLOAT64_BYTES, INT64, row_lengths_key
+from transforms.encode.features import BYTES, FLOAT64_BYTES, INT64, nulls_key, row_lengths_key
 
 __all__ = ["LENGTH_KEY", "PRESENT_SUFFIX", "Layout", "Ragged", "decode_batch", "iter_batches"]
 
@@ -167,16 +170,91 @@ def _nested(
     return Ragged(inner, per_row)
 
 
+def _peel(value: Any, levels: int) -> tuple[np.ndarray, list[Any]]:
+    """The first `levels` list levels of a restored value (a `Ragged`, or an array
+    [batch, *shape]): per batch row, where its items of level `levels` start and end among
+    all of the batch's (n + 1 bounds), and each level's row lengths (an array of a `Ragged`
+    level, an int of an array dim), outermost first."""
+    n = value.row_lengths.shape[0] if isinstance(value, Ragged) else value.shape[0]
+    bounds = np.arange(n + 1, dtype=np.int64)
+    peeled: list[Any] = []
+    t = value
+    for _ in range(levels):
+        if isinstance(t, Ragged):
+            splits = np.zeros(t.row_lengths.shape[0] + 1, np.int64)
+            np.cumsum(t.row_lengths, out=splits[1:])
+            bounds = splits[bounds]
+            peeled.append(t.row_lengths)
+            t = t.values
+        else:
+            size = int(t.shape[1])
+            bounds = bounds * size
+            peeled.append(size)
+            t = t.reshape(-1, *t.shape[2:])
+    return bounds, peeled
+
+
+def _inner_mask(value: Any, positions: Raw, level: int, where: str, name: str) -> Any:
+    """The bool mask of a list's level-`level` items, nested as the value's first `level`
+    levels, False at the positions of the record's `NAME__nulls_K` (each counted among the
+    row's items of that level)."""
+    bounds, peeled = _peel(value, level)
+    mask = np.ones(int(bounds[-1]), np.bool_)
+    counts = np.maximum(positions.counts, 0)
+    rows = np.repeat(np.arange(counts.shape[0]), counts)
+    at = positions.values
+    items = (bounds[1:] - bounds[:-1])[rows]
+    bad = np.flatnonzero((at < 0) | (at >= items))
+    if bad.size:
+        i = int(bad[0])
+        raise RecordError(
+            f"{where}: record {int(rows[i])} of the batch: feature {name!r}: a null at position "
+            f"{int(at[i])} of a row with {int(items[i])} items there"
+        )
+    mask[bounds[rows] + at] = False
+    for step in reversed(peeled):
+        if isinstance(step, int):
+            mask = mask.reshape(-1, step, *mask.shape[1:])
+        else:
+            mask = Ragged(mask, step)
+    return mask
+
+
 def _restore(
     raw: Raw,
     f: StoredFeature,
     null_masks: bool,
     out: dict[str, Any],
     partitions: dict[int, Raw] | None = None,
+    nulls: dict[int, Raw] | None = None,
+    where: str = "",
 ) -> None:
     """One feature's raw values of a batch (or of the steps of a batch) -> what load_dataset
-    gives, into `out` (with its `__present` mask where it has one). `partitions`: the raw
-    row lengths of each level that varies below the first (FeatureSpec.partition_levels)."""
+    gives, into `out` (with its masks where it has them). `partitions`: the raw row lengths
+    of each level that varies below the first (FeatureSpec.partition_levels); `nulls`: the
+    raw null positions of each level whose items held nulls, which make the
+    `NAME__present_K` masks; given (an Example's feature, not a step's), a nullable list
+    that comes back ragged has its `NAME__present` too."""
+    _restore_value(raw, f, null_masks, out, partitions)
+    if not null_masks or nulls is None:
+        return
+    if f.list_mask:
+        out[f.name + PRESENT_SUFFIX] = raw.counts >= 0  # absent: null; present, empty: []
+    value = out[f.name]
+    for level, positions in sorted(nulls.items()):
+        mask = _inner_mask(value, positions, level, where, nulls_key(f.name, level))
+        if not isinstance(value, Ragged) and f.nullable:  # a null row's items: none a value
+            mask[raw.counts < 0] = False
+        out[f"{f.name}{PRESENT_SUFFIX}_{level}"] = mask
+
+
+def _restore_value(
+    raw: Raw,
+    f: StoredFeature,
+    null_masks: bool,
+    out: dict[str, Any],
+    partitions: dict[int, Raw] | None = None,
+) -> None:
     spec, counts = f.spec, raw.counts
     n = counts.shape[0]
     present = counts > 0
@@ -213,9 +291,9 @@ def _restore(
         out[spec.name + PRESENT_SUFFIX] = present if size else np.zeros(n, np.bool_)
 
 
-def _check_names(features: Sequence[StoredFeature], extra: Sequence[str]) -> None:
+def _check_names(features: Sequence[StoredFeature], extra: Sequence[str], lists: bool) -> None:
     names = {f.name for f in features}
-    keys = [f.name + PRESENT_SUFFIX for f in features if f.has_mask] + list(extra)
+    keys = [key for f in features for key in f.mask_keys(lists)] + list(extra)
     clash = sorted(set(keys) & names)
     if clash:
         raise ValueError(
@@ -241,14 +319,19 @@ class Layout:
         self.features, self.steps, self.null_masks = features, steps, null_masks
         self.sequence = manifest.sequence is not None
         if null_masks:
-            _check_names([*features, *steps], [LENGTH_KEY] if self.sequence else [])
+            extra = [LENGTH_KEY] if self.sequence else []
+            _check_names([*features, *steps], extra, lists=not self.sequence)
         kind = lambda f: BYTES if f.spec.encoding == FLOAT64_BYTES else f.spec.kind  # noqa: E731
-        # the features' values first, then the row lengths of those ragged below their first level
+        # the features' values first, then the row lengths of those ragged below their first
+        # level, then (with the masks) the null positions of those whose items held nulls
         lengths = [(f, k) for f in features for k in f.spec.partition_levels]
         self.partitions = lengths
+        self.nulls = [(f, k) for f in features for k in f.null_levels] if null_masks else []
         self.keys = Keys.of(
-            [f.name for f in features] + [row_lengths_key(f.name, k) for f, k in lengths],
-            [kind(f) for f in features] + [INT64] * len(lengths),
+            [f.name for f in features]
+            + [row_lengths_key(f.name, k) for f, k in lengths]
+            + [nulls_key(f.name, k) for f, k in self.nulls],
+            [kind(f) for f in features] + [INT64] * (len(lengths) + len(self.nulls)),
         )
         self.lists = Keys.of([f.name for f in steps], [kind(f) for f in steps])
 
@@ -259,12 +342,18 @@ def decode_batch(block: RecordBlock, layout: Layout, where: str = "") -> dict[st
         block.buffer, block.starts, block.stops, layout.keys, layout.lists, where
     )
     out: dict[str, Any] = {}
-    values, lengths = raws[: len(layout.features)], raws[len(layout.features) :]
+    n_values, n_lengths = len(layout.features), len(layout.partitions)
+    values, lengths = raws[:n_values], raws[n_values : n_values + n_lengths]
     partitions: dict[str, dict[int, Raw]] = {}
     for raw, (f, k) in zip(lengths, layout.partitions, strict=True):
         partitions.setdefault(f.name, {})[k] = raw
+    nulls: dict[str, dict[int, Raw]] = {}
+    for raw, (f, k) in zip(raws[n_values + n_lengths :], layout.nulls, strict=True):
+        nulls.setdefault(f.name, {})[k] = raw
+    lists_masks = None if layout.sequence else {}
     for raw, f in zip(values, layout.features, strict=True):
-        _restore(raw, f, layout.null_masks, out, partitions.get(f.name))
+        inner = nulls.get(f.name, lists_masks)
+        _restore(raw, f, layout.null_masks, out, partitions.get(f.name), inner, where)
     for steps, f in zip(lists, layout.steps, strict=True):
         flat: dict[str, Any] = {}
         _restore(steps.raw, f, layout.null_masks, flat)

@@ -25,10 +25,14 @@ What comes back as what:
   decimals their decimal text, binary and text columns `tf.string`.
 - A float64 column written without keep_float64 was narrowed to float32 by the writer: it is
   cast back to float64 here, but holds float32 precision. With keep_float64 it is exact.
-- For a variable-length list column (and a variable outer dimension) a null row and an empty
-  list both come back as an empty row: parse_example cannot tell an absent feature from a
-  present one with no values. The records themselves keep the difference, and the manifest's
-  `null_count` says how many rows were null.
+- For a variable-length list column (and a variable outer dimension) a null row comes back as
+  an empty row; parse_example cannot tell an absent feature from a present one with no values,
+  so `load_dataset` reads each record's feature keys (`spec.record_keys`) and gives the list
+  its `NAME__present` mask, False for a null row, True for an empty list.
+- A list whose items held nulls (`NAME__nulls_K` in the records, `inner_nulls` in the
+  manifest): the nulls hold 0 / 0.0 / "" / False (a null inner list: empty), and per such
+  level K the bool mask `NAME__present_K`, nested as the value's first K levels, is False
+  exactly at them.
 - A nullable fixed array with no elements at all (a zero in its shape) reads as null in every row.
 - An image feature (a `files:` image column) is its encoded bytes (`tf.string`); with
   `decode_images=True` its uint8 pixels, `[batch, H, W, C]` or ragged when the images differ
@@ -141,7 +145,8 @@ def load_dataset(
         spec = parse_spec(features)
 
         def parse_batch(records: tf.Tensor) -> dict[str, Any]:
-            parsed = restore(tf.io.parse_example(records, spec), features, null_masks=null_masks)
+            parsed = tf.io.parse_example(records, spec)
+            parsed = restore(parsed, features, null_masks=null_masks, records=records)
             return decode_image_features(parsed, features) if decode_images else parsed
 
     names = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from pipeline.output.dataset import read_output_manifest
 from pipeline.output.manifest import StoredFeature
-from transforms.encode.features import row_lengths_key
+from transforms.encode.features import nulls_key, row_lengths_key
 from transforms.encode.schema import BYTES, FLOAT, FLOAT64_BYTES, INT64, VALUES
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "check_mask_names",
     "parse_spec",
     "read_features",
+    "record_keys",
     "restore",
 ]
 
@@ -86,19 +87,101 @@ def _raw_feature(f: StoredFeature) -> tf.io.FixedLenFeature | tf.io.RaggedFeatur
 
 
 def parse_spec(features: Sequence[StoredFeature | Mapping[str, Any]]) -> ParseSpec:
-    """The `tf.io.parse_example` spec of `features` (StoredFeatures or manifest entries)."""
-    return {f.name: _raw_feature(f) for f in _as_stored(features)}
+    """The `tf.io.parse_example` spec of `features` (StoredFeatures or manifest entries): each
+    feature, and the null positions (`NAME__nulls_K`, int64 RaggedFeatures) of each list
+    level whose items held nulls."""
+    spec: ParseSpec = {}
+    for f in _as_stored(features):
+        spec[f.name] = _raw_feature(f)
+        for k in f.null_levels:
+            spec[nulls_key(f.name, k)] = tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)
+    return spec
 
 
-def check_mask_names(features: Sequence[StoredFeature], names: set[str]) -> None:
-    """ValueError when the null mask key of one of `features` is a feature name in `names`."""
+def check_mask_names(
+    features: Sequence[StoredFeature], names: set[str], lists: bool = True
+) -> None:
+    """ValueError when a null mask key of one of `features` (`StoredFeature.mask_keys`) is a
+    feature name in `names`."""
     for f in features:
-        key = f.name + PRESENT_SUFFIX
-        if f.has_mask and key in names:
-            raise ValueError(
-                f"feature {f.name!r} is nullable, and its null mask key {key!r} is also the "
-                "name of a feature; rename one of the columns, or read with null_masks=False"
-            )
+        for key in f.mask_keys(lists):
+            if key in names:
+                raise ValueError(
+                    f"feature {f.name!r} holds nulls, and its null mask key {key!r} is also the "
+                    "name of a feature; rename one of the columns, or read with null_masks=False"
+                )
+
+
+def record_keys(records: tf.Tensor) -> tf.RaggedTensor:
+    """The feature keys of each serialized Example of `records` ([batch] strings), as a
+    [batch, None] RaggedTensor: what tells a null list (no feature) from an empty one (a
+    feature with no value), which `tf.io.parse_example` reads alike. Three
+    `tf.io.decode_proto` passes over the wire format (Example, Features, map entry)."""
+    source = "local://"
+    _, (features,) = tf.io.decode_proto(
+        records, "tensorflow.Example", ["features"], [tf.string], descriptor_source=source
+    )
+    sizes, (entries,) = tf.io.decode_proto(
+        features[:, 0], "tensorflow.Features", ["feature"], [tf.string], descriptor_source=source
+    )
+    entries = tf.RaggedTensor.from_tensor(entries, lengths=tf.cast(sizes[:, 0], tf.int64))
+    _, (keys,) = tf.io.decode_proto(
+        entries.flat_values,
+        "tensorflow.Features.FeatureEntry",
+        ["key"],
+        [tf.string],
+        descriptor_source=source,
+    )
+    return entries.with_flat_values(keys[:, 0])
+
+
+def _peel(value: Any, levels: int) -> tuple[tf.Tensor, list[Any]]:
+    """The first `levels` list levels of a restored value (a RaggedTensor, or a tensor
+    [batch, *shape]): per batch row, where its items of level `levels` start and end among
+    the batch's (n + 1 bounds), and each level as a RaggedTensor holds it (its row splits and
+    uniform row length) or an array dim (an int), outermost first."""
+    if isinstance(value, tf.RaggedTensor):
+        n = value.nrows()
+    else:
+        n = tf.shape(value, out_type=tf.int64)[0]
+    bounds = tf.range(n + 1, dtype=tf.int64)
+    peeled: list[Any] = []
+    t = value
+    for _ in range(levels):
+        if isinstance(t, tf.RaggedTensor):
+            bounds = tf.gather(t.row_splits, bounds)
+            peeled.append((t.row_splits, t.uniform_row_length))
+            t = t.values
+        else:
+            size = int(t.shape[1])
+            bounds = bounds * size
+            peeled.append(size)
+            t = tf.reshape(t, [-1, *t.shape[2:]])
+    return bounds, peeled
+
+
+def _inner_mask(value: Any, positions: tf.RaggedTensor, level: int) -> Any:
+    """The bool mask of a list's level-`level` items, nested as the value's first `level`
+    levels, False at the record's null positions (counted among the row's items)."""
+    bounds, peeled = _peel(value, level)
+    at = tf.repeat(bounds[:-1], positions.row_lengths()) + positions.values
+    mask = tf.tensor_scatter_nd_update(
+        tf.ones(bounds[-1:], tf.bool), at[:, None], tf.zeros_like(at, tf.bool)
+    )
+    mask = tf.ensure_shape(mask, [None])
+    dims: list[int] = []  # the array dims the mask has so far, after its first
+    for step in reversed(peeled):
+        if isinstance(step, int):
+            mask = tf.reshape(mask, [-1, step, *dims])
+            dims = [step, *dims]
+            continue
+        splits, uniform = step
+        if uniform is not None:
+            rows = tf.shape(splits, out_type=tf.int64)[0] - 1
+            mask = tf.RaggedTensor.from_uniform_row_length(mask, uniform, rows, validate=False)
+        else:
+            mask = tf.RaggedTensor.from_row_splits(mask, splits, validate=False)
+    return mask
 
 
 def _with_shape(dense: tf.Tensor, shape: tuple[int, ...]) -> tf.Tensor:
@@ -169,6 +252,7 @@ def restore(
     parsed: Mapping[str, Any],
     features: Sequence[StoredFeature | Mapping[str, Any]],
     null_masks: bool = True,
+    records: tf.Tensor | None = None,
 ) -> dict[str, Any]:
     """Turn a batched `tf.io.parse_example(records, parse_spec(features))` result into the
     user-facing tensors (see the module docstring for what comes back as what).
@@ -179,16 +263,24 @@ def restore(
     holds float32 precision. Fixed arrays are [batch, *shape]; variable-length lists are
     RaggedTensors [batch, None]. A nullable scalar or fixed array is dense with 0 / 0.0 / "" /
     False where null, and with `null_masks` its bool mask [batch] is under f"{name}__present"
-    (ValueError when that key is the name of a feature). For a variable-length list a null and
-    an empty list both come back as an empty row.
+    (ValueError when that key is the name of a feature). A list that comes back ragged is an
+    empty row where null; given the batch's serialized `records`, its `__present` mask tells
+    the null rows (no feature in the record) from the empty lists (`record_keys`); without
+    them it has none. A list level K whose items held nulls (the parse's `NAME__nulls_K`) has
+    the bool mask `NAME__present_K`, nested as the value's first K levels and False exactly
+    at its null items (whose values hold 0 / 0.0 / "" / False or an empty list).
     """
     stored = {f.name: f for f in _as_stored(features)}
-    unknown = sorted(set(parsed) - set(stored))
+    positions = {nulls_key(f.name, k): f for f in stored.values() for k in f.null_levels}
+    unknown = sorted(set(parsed) - set(stored) - set(positions))
     if unknown:
         raise KeyError(f"parsed features {unknown} are not among the features to restore")
-    wanted = [stored[name] for name in sorted(parsed)]
+    wanted = [stored[name] for name in sorted(parsed) if name in stored]
     if null_masks:
-        check_mask_names(wanted, set(stored))
+        check_mask_names(wanted, set(stored), lists=records is not None)
+    keys = None
+    if null_masks and records is not None and any(f.list_mask for f in wanted):
+        keys = record_keys(records)
     out: dict[str, Any] = {}
     for f in wanted:
         if f.spec.encoding == FLOAT64_BYTES:
@@ -196,6 +288,18 @@ def restore(
         else:
             value, present = _restore_values(parsed[f.name], f)
         out[f.name] = _cast(value, f.spec.dtype)
-        if null_masks and present is not None:
+        if not null_masks:
+            continue
+        if present is None and keys is not None and f.list_mask:
+            present = tf.reduce_any(tf.equal(keys, f.name), axis=1)
+        if present is not None:
             out[f.name + PRESENT_SUFFIX] = present
+        for k in f.null_levels:
+            if nulls_key(f.name, k) not in parsed:
+                continue
+            mask = _inner_mask(value, parsed[nulls_key(f.name, k)], k)
+            if not isinstance(value, tf.RaggedTensor) and present is not None:
+                shape = tf.concat([tf.shape(present), tf.ones([k], tf.int32)], 0)
+                mask = tf.logical_and(mask, tf.reshape(present, shape))
+            out[f"{f.name}{PRESENT_SUFFIX}_{k}"] = mask
     return out

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.output.manifest import Manifest, StoredFeature
-from pipeline.output.sections import with_row_lengths
+from pipeline.output.sections import with_derived
 from pipeline.report.files import BadRows
 from pipeline.report.stats import FeatureSummary
 from pipeline.report.thumbnails import Thumbnail
@@ -317,7 +317,7 @@ def render_page(
     first records' thumbnails."""
     title = f"Dataset report: {output}"
     if summaries:
-        shown = with_row_lengths(manifest.features)
+        shown = with_derived(manifest.features, manifest.rows or 0)
         features = "".join(
             _feature(f, summaries.get(f.name, {}), plots.get(f.name, "")) for f in shown
         )

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 
 from pipeline.output.manifest import Manifest
-from pipeline.output.sections import with_row_lengths
+from pipeline.output.sections import with_derived
 from pipeline.report import REPORT_NAME
 from pipeline.report.files import (
     join,
@@ -77,7 +77,7 @@ def render_report(output: str) -> tuple[str, ReportResult]:
     `write_report` puts it)."""
     manifest = load_manifest(output)
     summaries = read_summaries(output, manifest)
-    known = {f.name for f in with_row_lengths(manifest.features)}
+    known = {f.name for f in with_derived(manifest.features)}
     plots = {name: feature_svg(by_split) for name, by_split in summaries.items() if name in known}
     page = render_page(
         output=output,

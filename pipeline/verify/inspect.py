@@ -14,6 +14,7 @@ from typing import Any
 from pipeline.output.dataset import read_dataset, read_output_manifest
 from pipeline.output.entries import entry
 from pipeline.output.manifest import manifest_path
+from pipeline.output.sections import with_derived
 from pipeline.verify.example_pb import Example, SequenceExample
 from transforms import fs
 from transforms.write.tfrecord import read_records
@@ -113,9 +114,12 @@ def inspect_path(path: str, limit: int = 5) -> dict[str, Any]:
             "bad_rows": manifest.bad_row_count,
             "features": {
                 f.name: {k: f.to_json()[k] for k in ("kind", "dtype", "shape", "null_count")}
-                for f in manifest.features
+                for f in with_derived(manifest.features, manifest.rows or 0)
             },
         }
+        for f in manifest.features:  # a list's nulls inside: the rows per level that hold them
+            if f.inner_nulls:
+                summary["features"][f.name]["inner_nulls"] = f.to_json()["inner_nulls"]
         if dataset is not None:  # an incremental dataset: its spans, read as one above
             summary["spans"] = [
                 {

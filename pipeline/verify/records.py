@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.output.manifest import StoredFeature
-from pipeline.output.sections import with_row_lengths
+from pipeline.output.sections import with_derived
 from pipeline.verify.keys import feature_presence
 from pipeline.verify.report import Finding, Findings
 from pipeline.verify.scan import feature_table, scan_records
-from transforms.encode.features import FLOAT64_BYTES, row_lengths_key
+from transforms.encode.features import FLOAT64_BYTES, nulls_key, row_lengths_key
 from transforms.write import tfrecord
 
 __all__ = ["BATCH", "Frame", "RecordChecker", "read_frames"]
@@ -101,11 +101,43 @@ def _bytes_per_value(f: StoredFeature) -> tuple[str, int] | None:
     return "exactly", 8 * int(np.prod(shape, dtype=np.int64))
 
 
+def _level_items(f: StoredFeature, parsed: dict[str, Any], level: int) -> np.ndarray:
+    """Per record of a parse, how many level-`level` items the row of list `f` holds: its
+    values counted, then each level up its lists (the row lengths of a level that varies, the
+    items over the dim of a fixed one)."""
+    import tensorflow as tf
+
+    spec = f.spec
+    shape = spec.shape
+    value = parsed[_VALUES + f.name] if spec.partition_levels else parsed[f.name]
+    if spec.encoding == FLOAT64_BYTES:  # a row's float64s: one bytes value, 8 bytes each
+        if not isinstance(value, tf.RaggedTensor):
+            value = tf.RaggedTensor.from_tensor(tf.reshape(value, [-1, 1]))
+        sizes = tf.strings.length(value.flat_values).numpy()
+        per_row = value.row_lengths().numpy()
+        ends = np.cumsum(per_row)
+        totals = np.concatenate(([0], np.cumsum(sizes)))
+        items = (totals[ends] - totals[ends - per_row]) // 8
+    elif isinstance(value, tf.RaggedTensor):
+        items = value.row_lengths().numpy()
+    else:
+        items = np.full(int(value.shape[0]), int(np.prod(shape, dtype=np.int64)), np.int64)
+    depth = spec.list_levels
+    for k in range(depth - 1, level - 1, -1):  # from the values' level up to `level`
+        if shape[k] < 0:
+            items = parsed[row_lengths_key(f.name, k)].row_lengths().numpy()
+        else:
+            items = items // max(shape[k], 1)
+    return items
+
+
 class RecordChecker:
     """Checks records against the manifest's features and counts each feature's absences."""
 
-    def __init__(self, features: Sequence[StoredFeature], findings: Findings) -> None:
-        self.features = with_row_lengths(features)
+    def __init__(
+        self, features: Sequence[StoredFeature], findings: Findings, rows: int = 0
+    ) -> None:
+        self.features = with_derived(features, rows)
         self.order = [f.name for f in self.features]
         self.findings = findings
         self.records = 0  # records checked
@@ -184,6 +216,40 @@ class RecordChecker:
             self._shape(path, f, parsed[f.name], indices)
             if f.spec.partition_levels:
                 self._partitions(path, f, parsed, indices)
+            for level in f.null_levels:
+                self._null_positions(path, f, parsed, level, indices)
+
+    def _null_positions(
+        self, path: str, f: StoredFeature, parsed: dict[str, Any], level: int, indices: list[int]
+    ) -> None:
+        """That the null positions of a list level name items of the record's row: each at
+        least 0, below the row's count of level-`level` items, in increasing order (the
+        readers mark them without a check)."""
+        key = nulls_key(f.name, level)
+        positions = parsed[key]
+        counts = positions.row_lengths().numpy()
+        if not counts.any():
+            return
+        items = _level_items(f, parsed, level)
+        values, splits = positions.flat_values.numpy(), positions.row_splits.numpy()
+        rows = np.repeat(np.arange(counts.shape[0]), counts)
+        bad = (values < 0) | (values >= items[rows])
+        later = np.ones(values.shape[0], np.bool_)
+        later[1:] = values[1:] > values[:-1]
+        later[splits[:-1][counts > 0]] = True  # a row's first position
+        bad |= ~later
+        for i in np.unique(rows[bad]):
+            first = int(np.flatnonzero(bad & (rows == i))[0])
+            self.findings.add(
+                Finding(
+                    "parse",
+                    f"{path}: record {indices[i]}: feature {f.name!r}: {key!r} holds position "
+                    f"{values[first]}, not one of the row's {items[i]} level-{level} items "
+                    "in increasing order",
+                    file=path,
+                    record=indices[i],
+                )
+            )
 
     def _partitions(
         self, path: str, f: StoredFeature, parsed: dict[str, Any], indices: list[int]

@@ -448,7 +448,7 @@ def _verify_one(output: str, source: SourceRequest | None, limit: int) -> Verify
     if plan is not None:
         ran = (manifest.config or {}).get("input") or list(manifest.sources)
         comparison, stats = _derive(plan, errors, ran, select, findings)
-    checker = RecordChecker(manifest.features, findings)
+    checker = RecordChecker(manifest.features, findings, manifest.rows)
     per_split = read_records(output, manifest, existing, checker, comparison, findings)
     checker.finish()
     check_counts(manifest, per_split, findings)

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from pipeline.output.manifest import StoredFeature
-from transforms.encode.features import FLOAT64_BYTES
+from transforms.encode.features import FLOAT64_BYTES, NULL_POSITIONS
 from transforms.encode.kernel.locate import read_varint
 
 __all__ = ["FeatureTable", "feature_table", "scan_records"]
@@ -104,6 +104,8 @@ def feature_table(features: Sequence[StoredFeature]) -> FeatureTable:
     rule[bad] = -1  # a rule with nothing to divide by: left to the checks
     nested = [j for j, f in enumerate(features) if f.spec.partition_levels]
     rule[nested] = -1  # values partitioned by row lengths: the parse checks that they agree
+    nulls = [j for j, f in enumerate(features) if f.spec.source_type == NULL_POSITIONS]
+    rule[nulls] = -1  # null positions: the parse checks them against the row's items
     return FeatureTable(names, offsets, slots, kinds, fixed, rule, rule_k, bytes_rule, value_bytes)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transforms.encode.features import nulls_key
 from transforms.encode.kernel.example import KernelColumn
 from transforms.encode.schema import (
     BYTES,
@@ -24,10 +25,12 @@ from transforms.encode.schema import (
 )
 
 __all__ = [
+    "NullItems",
     "decimal_text",
     "infer_shape",
     "int64_values",
     "leaf_array",
+    "null_positions",
     "row_lengths_array",
     "to_kernel_column",
     "to_kernel_columns",
@@ -140,6 +143,75 @@ def _row_of(off: np.ndarray, element: int) -> int:
     return int(np.searchsorted(off, off[0] + element, side="right")) - 1
 
 
+class NullItems:
+    """The null items of one list level of a batch (levels: FeatureSpec.list_levels): per row,
+    their positions among the row's items of that level, in order; the rows that have some."""
+
+    __slots__ = ("level", "positions", "row_off", "rows")
+
+    def __init__(self, level: int, rows: np.ndarray, positions: np.ndarray, n: int) -> None:
+        counts = np.bincount(rows, minlength=n)
+        self.level = level
+        self.positions = positions
+        self.rows = counts > 0
+        self.row_off = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=self.row_off[1:])
+
+
+def _null_bits(part: pa.Array) -> np.ndarray:
+    """Per item of `part`, whether it is null: its validity bitmap's bytes that cover it,
+    unpacked (no Arrow array made on the way)."""
+    bitmap = part.buffers()[0]
+    if bitmap is None or pa.types.is_null(part.type):
+        return np.full(len(part), part.null_count > 0, np.bool_)
+    first, n = part.offset, len(part)
+    raw = np.frombuffer(bitmap, np.uint8, count=(first + n + 7) // 8 - first // 8,
+                        offset=first // 8)  # fmt: skip
+    bits = np.unpackbits(raw, bitorder="little")[first % 8 : first % 8 + n]
+    return bits == 0
+
+
+def _null_items(
+    part: pa.Array, off: np.ndarray, has_row: np.ndarray | None, level: int
+) -> tuple[NullItems | None, np.ndarray]:
+    """The null items of `part` (a level's items of the batch's rows; row i's are
+    off[i]:off[i + 1], off[0] == 0) in rows that have a value (`has_row`, None: every row):
+    the Arrow validity bitmap of the batch's items read once, the rows of the nulls found by a
+    search of the offsets. (None when there are none, and the index of every null item.)"""
+    index = np.flatnonzero(_null_bits(part))
+    every = index
+    rows = np.searchsorted(off, index, side="right") - 1
+    if has_row is not None:
+        keep = has_row[rows]
+        index, rows = index[keep], rows[keep]
+    if not index.size:
+        return None, every
+    positions = (index - off[rows]).astype(np.int64, copy=False)
+    return NullItems(level, rows, positions, len(off) - 1), every
+
+
+def _null_lists(
+    arr: pa.Array, off: np.ndarray, has_row: np.ndarray | None, level: int, dim: int
+) -> tuple[pa.Array, np.ndarray, NullItems | None]:
+    """A level's lists (`arr`; row i's are off[i]:off[i + 1]) with nulls among them: their
+    positions, and the lists as written: a null list an empty one (a dim that varies), or
+    `dim` null items (a fixed dim), which the next level finds as nulls in turn, so the
+    partitions stay aligned and the shape holds. Arrow gives a null list no items, which is
+    an empty list already: only a fixed dim (or a null list that spans items) takes a copy of
+    the batch's lists, with the offsets from 0 (returned with them)."""
+    part = arr.slice(int(off[0]), int(off[-1] - off[0]))
+    if not part.null_count:
+        return arr, off, None
+    found, every = _null_items(part, off - off[0], has_row, level)
+    if dim < 0 and not pa.types.is_fixed_size_list(arr.type):
+        bounds = arr.offsets.to_numpy()
+        at = off[0] + every
+        if not (bounds[at + 1] - bounds[at]).any():
+            return arr, off, found
+    filled = pc.fill_null(part, pa.scalar([] if dim < 0 else [None] * dim, arr.type))
+    return filled, off - off[0], found
+
+
 def _flatten_lists(
     arr: pa.Array,
     valid: np.ndarray,
@@ -147,12 +219,15 @@ def _flatten_lists(
     source: str,
     first_row: int,
     rows: np.ndarray | None = None,
-) -> tuple[pa.Array, np.ndarray]:
-    """Per-row offsets into the innermost values, checking every level against the shape; and
-    for each level k >= 1 whose dim is -1 (FeatureSpec.partition_levels), the lengths of its
-    lists with per-row offsets into them: (k, lengths, row offsets)."""
+) -> tuple[pa.Array, np.ndarray, list, list[NullItems]]:
+    """Per-row offsets into the innermost values, checking every level against the shape; for
+    each level k >= 1 whose dim is -1 (FeatureSpec.partition_levels), the lengths of its
+    lists with per-row offsets into them: (k, lengths, row offsets); and the null lists of
+    each level below the first (`NullItems`), which are written as empty lists or as lists
+    of the fixed dim's length of null items."""
     n = len(arr)
     partitions: list[tuple[int, np.ndarray, np.ndarray]] = []
+    nulls: list[NullItems] = []
     off = np.arange(n + 1, dtype=np.int64)  # per row: its elements of this level
     every_row = bool(valid.all())
     # Whether each element of this level belongs to a row with a value (a null row's lists
@@ -162,12 +237,10 @@ def _flatten_lists(
     level = 0
     while is_list_type(arr.type):
         if level > 0 and arr.null_count:
-            element_valid = arr.is_valid().to_numpy(zero_copy_only=False)[off[0] : off[-1]]
-            nulls = ~element_valid if element_has_row is None else ~element_valid & element_has_row
-            bad = np.flatnonzero(nulls)
-            if bad.size:
-                where = _where(source, first_row, _row_of(off, bad[0]), spec.name, rows)
-                raise ConversionError(f"{where}: a nested list holds a null")
+            has_row = None if every_row else valid
+            arr, off, found = _null_lists(arr, off, has_row, level, spec.shape[level])
+            if found is not None:
+                nulls.append(found)
         child, child_off = _list_step(arr, off if level == 0 else np.arange(off[0], off[-1] + 1))
         lengths = np.diff(child_off)
         dim = None if spec.shape is None else spec.shape[level]
@@ -194,7 +267,43 @@ def _flatten_lists(
         off = row_off
         arr = child
         level += 1
-    return arr, off, partitions
+    if arr.null_count:  # the values: null elements, written as the type's zero
+        part = arr.slice(int(off[0]), int(off[-1] - off[0]))
+        if part.null_count:
+            found, _ = _null_items(part, off - off[0], None if every_row else valid, level)
+            if found is not None:
+                nulls.append(found)
+    return arr, off, partitions, nulls
+
+
+def _holds_inner_nulls(arr: pa.Array) -> bool:
+    """Whether a list column's items may hold a null at some level below its rows (Arrow's
+    null counts: a look per level)."""
+    t = arr
+    while is_list_type(t.type):
+        t = t.values
+        if t.null_count:
+            return True
+    return False
+
+
+def null_positions(arr: pa.Array, spec: FeatureSpec) -> dict[int, pa.Array]:
+    """Per list level whose items hold nulls in the batch's rows with a value, the positions
+    the feature `nulls_key(name, level)` holds, as a list<int64> per row (null where the row
+    has none): what the statistics describe. `arr`: the column (`leaf_array`) of rows that
+    encoded."""
+    if spec.shape == () or not _holds_inner_nulls(arr):
+        return {}
+    if spec.null_policy == "default" and arr.null_count:
+        arr = pc.fill_null(arr, default_scalar(spec.default, arr.type))
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    _, _, _, found = _flatten_lists(arr, valid, spec, "", 0)
+    return {
+        f.level: pa.LargeListArray.from_arrays(
+            pa.array(f.row_off), pa.array(f.positions, pa.int64()), mask=pa.array(~f.rows)
+        )
+        for f in found
+    }
 
 
 def _int64_values(leaf: pa.Array) -> np.ndarray:
@@ -239,7 +348,9 @@ def int64_values(leaf: pa.Array) -> np.ndarray:
     return _int64_values(leaf)
 
 
-def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def _bytes_buffers(leaf: pa.Array, fill: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A bytes leaf's value offsets and data; with `fill` (a list's values) a null element is
+    an empty value (a null's slot may span bytes in Arrow)."""
     t = leaf.type
     if pa.types.is_decimal(t):
         leaf = _decimal_strings(leaf)
@@ -247,6 +358,8 @@ def _bytes_buffers(leaf: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         leaf = pc.cast(leaf, pa.binary())
     if not pa.types.is_large_binary(leaf.type):
         leaf = pc.cast(leaf, pa.large_binary())
+    if fill and leaf.null_count:
+        leaf = pc.fill_null(leaf, pa.scalar(b"", pa.large_binary()))
     _, offsets_buf, data_buf = leaf.buffers()
     value_off = np.frombuffer(offsets_buf, dtype=np.int64)[
         leaf.offset : leaf.offset + len(leaf) + 1
@@ -267,9 +380,16 @@ def to_kernel_column(
     """The feature's values column in kernel form, and how many rows have no value (null).
 
     Errors name the source row: `first_row` + index, or `rows[index]` when rows is given.
-    A column ragged below its first level has row-lengths features too: `to_kernel_columns`.
+    A column ragged below its first level has row-lengths features too, and a list that holds
+    nulls their positions: `to_kernel_columns`. Here (SequenceExamples, split keys) a null
+    inside a list is an error naming its row.
     """
     columns, nulls = to_kernel_columns(table, spec, source, first_row, rows)
+    held = [c for c in columns[1:] if c.key.tobytes().decode("utf-8") in spec.null_keys]
+    if held:
+        first = min(int(np.argmax(c.valid)) for c in held)
+        where = _where(source, first_row, first, spec.name, rows)
+        raise ConversionError(f"{where}: a list holds a null element")
     return columns[0], nulls
 
 
@@ -281,8 +401,14 @@ def to_kernel_columns(
     rows: np.ndarray | None = None,
 ) -> tuple[list[KernelColumn], int]:
     """Every Example feature of the column in kernel form (its values, then the lengths of
-    each level that varies below the first: `FeatureSpec.feature_keys`), and how many rows
-    have no value (null)."""
+    each level that varies below the first: `FeatureSpec.feature_keys`, then the positions of
+    the null items of each level that has some in this batch: `nulls_key`, present only in
+    the rows that have such nulls), and how many rows have no value (null).
+
+    A null inside a list is written as the type's zero (a null value), an empty list (a null
+    list of a level that varies) or a list of null items (a fixed dim), and its position
+    under `nulls_key(name, level)`; a list without nulls costs one look at Arrow's null count
+    per level."""
     arr = leaf_array(table, spec.path)
     n = len(arr)
     if spec.null_policy == "default" and arr.null_count:
@@ -296,17 +422,12 @@ def to_kernel_columns(
             "(null_policy is 'fail')"
         )
     # row_off None: a scalar, one value per row, which the kernel reads without row offsets.
-    leaf, row_off, partitions = arr, None, []
+    leaf, row_off, partitions, null_items = arr, None, [], []
     if spec.shape != ():
         has_row = np.ones(n, bool) if valid is None else valid
-        leaf, row_off, partitions = _flatten_lists(arr, has_row, spec, source, first_row, rows)
-        if leaf.null_count:
-            element_rows = np.repeat(np.arange(n), np.diff(row_off))
-            leaf_valid = leaf.is_valid().to_numpy(zero_copy_only=False)[row_off[0] : row_off[-1]]
-            bad = np.flatnonzero(~leaf_valid & has_row[element_rows])
-            if bad.size:
-                where = _where(source, first_row, element_rows[bad[0]], spec.name, rows)
-                raise ConversionError(f"{where}: a list holds a null element")
+        leaf, row_off, partitions, null_items = _flatten_lists(
+            arr, has_row, spec, source, first_row, rows
+        )
         # Only the elements [row_off[0], row_off[-1]) are read; slice so no conversion sees
         # the rest.
         start = int(row_off[0])
@@ -329,10 +450,14 @@ def to_kernel_columns(
         values = np.ascontiguousarray(leaf.to_numpy(zero_copy_only=False), "<f4")
         column = KernelColumn(FLOAT, spec.name, valid, row_off, values=values)
     else:
-        value_off, data = _bytes_buffers(leaf)
+        value_off, data = _bytes_buffers(leaf, fill=row_off is not None)
         column = KernelColumn(BYTES, spec.name, valid, row_off, value_off=value_off, data=data)
     lengths = [
         KernelColumn(INT64, key, valid, offsets, values=values)
         for key, (_, values, offsets) in zip(spec.feature_keys[1:], partitions, strict=True)
     ]
-    return [column, *lengths], nulls
+    positions = [
+        KernelColumn(INT64, nulls_key(spec.name, f.level), f.rows, f.row_off, values=f.positions)
+        for f in null_items
+    ]
+    return [column, *lengths, *positions], nulls

@@ -6,7 +6,7 @@ errors of the mapping. `transforms/encode/schema.py` maps Arrow types onto them;
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -15,17 +15,23 @@ __all__ = [
     "FLOAT64_BYTES",
     "INT64",
     "NULL_POLICIES",
+    "NULL_POSITIONS",
     "VALUES",
     "ColumnOptions",
     "ConversionError",
     "FeatureSpec",
     "ImageSpec",
     "SchemaError",
+    "nulls_key",
+    "nulls_specs",
     "row_lengths_key",
     "row_lengths_specs",
 ]
 
 NULL_POLICIES = ("omit", "default", "fail")
+
+# The source_type of a feature of null positions (`nulls_specs`).
+NULL_POSITIONS = "null positions"
 
 # Example kinds.
 INT64 = "int64"
@@ -50,6 +56,24 @@ def row_lengths_specs(spec: FeatureSpec) -> list[FeatureSpec]:
     return [
         FeatureSpec(key, spec.path, INT64, "int64", None, VALUES, "row lengths", spec.null_policy)
         for key in spec.feature_keys[1:]
+    ]
+
+
+def nulls_key(name: str, level: int) -> str:
+    """The feature that holds, in the rows of a list column whose level-`level` items hold
+    nulls, the positions of those items among the row's level-`level` items (level 1: the
+    elements of the row's list; the list's last level: its values, counted over the row)."""
+    return f"{name}__nulls_{level}"
+
+
+def nulls_specs(spec: FeatureSpec, levels: Sequence[int]) -> list[FeatureSpec]:
+    """The null-position features of a list column's levels `levels` (those the run wrote),
+    as features of their own (int64 lists, present only in rows with such nulls)."""
+    return [
+        FeatureSpec(
+            nulls_key(spec.name, k), spec.path, INT64, "int64", None, VALUES, NULL_POSITIONS
+        )
+        for k in levels
     ]
 
 
@@ -131,6 +155,19 @@ class FeatureSpec:
         if not self.shape:
             return ()
         return tuple(k for k, d in enumerate(self.shape) if k > 0 and d < 0)
+
+    @property
+    def list_levels(self) -> int:
+        """How many list levels the column has (0: a scalar): its levels 1 .. list_levels are
+        the items that may be null inside a row's list (`nulls_key`)."""
+        if self.shape is None:
+            return 1
+        return len(self.shape)
+
+    @property
+    def null_keys(self) -> tuple[str, ...]:
+        """The null-position features this column may write, one per list level."""
+        return tuple(nulls_key(self.name, k) for k in range(1, self.list_levels + 1))
 
     @property
     def feature_keys(self) -> tuple[str, ...]:

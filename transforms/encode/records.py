@@ -64,7 +64,9 @@ def concat_batches(parts: Sequence[EncodedBatch]) -> EncodedBatch:
 
 @dataclasses.dataclass(frozen=True)
 class BatchStats:
-    """Counts a batch contributes to the manifest."""
+    """Counts a batch contributes to the manifest: per column the rows that are null, and per
+    feature of null positions inside a list (`nulls_key`) the rows that hold it (a key only
+    where the batch has such nulls)."""
 
     rows: int
     nulls: dict[str, int]
@@ -100,7 +102,9 @@ def encode_table(
         spec_columns, null_count = to_kernel_columns(table, spec, source, first_row, rows)
         columns.extend(spec_columns)
         nulls[spec.name] = null_count
-    if len(columns) > len(specs):  # row-lengths features: every key in sorted order again
+        for column in spec_columns[1 + len(spec.partition_levels) :]:  # null positions
+            nulls[column.key.tobytes().decode("utf-8")] = int(np.count_nonzero(column.valid))
+    if len(columns) > len(specs):  # row-lengths, null positions: every key in sorted order
         columns.sort(key=lambda c: c.key.tobytes())
     buffer, offsets = encode_records(columns, table.num_rows, framed=framed)
     stats = BatchStats(table.num_rows, nulls)

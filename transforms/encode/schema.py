@@ -279,12 +279,12 @@ def plan_features(
             f"columns {sorted(columns)} in the config are not in the input "
             f"(its leaves: {sorted(s.name for s in specs)})"
         )
-    names = [key for s in specs for key in s.feature_keys]
+    names = [key for s in specs for key in (*s.feature_keys, *s.null_keys)]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SchemaError(
-            f"feature names {dupes} occur twice (a struct leaf or a list's row-lengths feature "
-            "clashes with a column)"
+            f"feature names {dupes} occur twice (a struct leaf, a list's row-lengths feature or "
+            "the feature of its null positions clashes with a column)"
         )
     return sorted(specs, key=lambda s: s.name.encode("utf-8"))
 

@@ -22,8 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.encode.columns import decimal_text, int64_values, leaf_array, row_lengths_array
-from transforms.encode.features import row_lengths_specs
+from transforms.encode.columns import (
+    decimal_text,
+    int64_values,
+    leaf_array,
+    null_positions,
+    row_lengths_array,
+)
+from transforms.encode.features import nulls_specs, row_lengths_specs
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar, is_list_type
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
@@ -184,6 +190,11 @@ class SplitStats:
                 self.features[lengths.name] = feature_statistics(
                     row_lengths_array(arr, level), lengths, keys, self.features.get(lengths.name)
                 )
+            found = null_positions(arr, spec)
+            for positions, nulls in zip(found.values(), nulls_specs(spec, found), strict=True):
+                self.features[nulls.name] = feature_statistics(
+                    positions, nulls, keys, self.features.get(nulls.name)
+                )
         self.rows += table.num_rows
         return self
 
@@ -220,10 +231,12 @@ def _numbers(spec: FeatureSpec, leaf: pa.Array) -> np.ndarray:
     if pa.types.is_uint64(leaf.type):
         return pc.fill_null(leaf, 0).to_numpy(zero_copy_only=False)
     if spec.encoding == "float64_bytes":
-        return pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
+        return pc.fill_null(pc.cast(leaf, pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     if spec.kind == FLOAT:
         if leaf.type != pa.float32():
             leaf = pc.cast(leaf, pa.float32(), safe=False)
+        if leaf.null_count:  # a null inside a list: written as 0.0
+            leaf = pc.fill_null(leaf, 0.0)
         return leaf.to_numpy(zero_copy_only=False)
     return int64_values(leaf)
 
@@ -294,13 +307,20 @@ def _add_every_row_numbers(
     into.sample.add(values, priorities)
 
 
-def _add_strings(stats: FeatureStats, leaf: pa.Array, into: FeatureStats) -> None:
+def _add_strings(
+    stats: FeatureStats, leaf: pa.Array, into: FeatureStats, fill: bool = False
+) -> None:
     """The batch's counters into `stats`; its distinct values straight into the sketches of
-    `into` when it has them (else new ones in `stats`)."""
+    `into` when it has them (else new ones in `stats`). With `fill` (a list's values) a null
+    counts as the empty value the records hold."""
     if pa.types.is_null(leaf.type):
         return
     if pa.types.is_decimal(leaf.type):
         leaf = decimal_text(leaf)
+    if fill and leaf.null_count:  # a list's null elements: written as empty values
+        if pa.types.is_fixed_size_binary(leaf.type):
+            leaf = pc.cast(leaf, pa.binary())
+        leaf = pc.fill_null(leaf, pa.scalar("", leaf.type))
     # the distinct values (for a string's top values), their counts and hashes, the lengths
     counted = count_values(leaf, keep_values=stats.kind == "string")
     stats.length_sum = counted.length_sum
@@ -384,7 +404,7 @@ def feature_statistics(
     if part.kind == "numeric":
         _add_numbers(part, _numbers(spec, leaf), priorities, candidates)
     else:
-        _add_strings(part, leaf, into)
+        _add_strings(part, leaf, into, fill=spec.shape != ())
     into.merge(part)
     return into
 

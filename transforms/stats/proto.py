@@ -18,7 +18,7 @@ import math
 import numpy as np
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from transforms.encode.features import row_lengths_specs
+from transforms.encode.features import NULL_POSITIONS, nulls_specs, row_lengths_specs
 from transforms.encode.schema import FeatureSpec
 from transforms.fs import FileSystems
 from transforms.stats.features import FeatureStats, SplitStats, stats_kind
@@ -124,12 +124,19 @@ def to_proto(
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
     """The `DatasetFeatureStatisticsList` of one split: one dataset named after it, a feature
     per spec (in the specs' order, each list ragged below its first level followed by its
-    row-lengths features; a feature no row reached has counts of zero)."""
+    row-lengths features, then each list whose items held nulls in the split by its features
+    of null positions; a feature no row reached has counts of zero)."""
     out = statistics_pb2.DatasetFeatureStatisticsList()
     dataset = out.datasets.add(name=split, num_examples=stats.rows)
-    every = [one for spec in specs for one in (spec, *row_lengths_specs(spec))]
+    every = []
+    for spec in specs:
+        levels = range(1, spec.list_levels + 1)
+        written = [s for s in nulls_specs(spec, levels) if s.name in stats.features]
+        every += [spec, *row_lengths_specs(spec), *written]
     for spec in every:
         feature_stats = stats.features.get(spec.name) or FeatureStats(stats_kind(spec))
+        if spec.source_type == NULL_POSITIONS:  # batches without such nulls added no entry
+            feature_stats.missing = stats.rows - feature_stats.present
         feature = dataset.features.add()
         feature.path.step.append(spec.name)
         kind = feature_stats.kind

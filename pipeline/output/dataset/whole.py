@@ -109,10 +109,17 @@ def whole_manifest(output: str, dataset: Dataset) -> Manifest:
             ]
         splits[name] = SplitEntry(rows, tuple(files), tuple(shards))
     nulls: dict[str, int] = {}
+    inner: dict[str, dict[int, int]] = {}  # a list's levels: rows holding null positions
     for _, m in parts:
         for f in m.features:
             nulls[f.name] = nulls.get(f.name, 0) + f.null_count
-    features = tuple(StoredFeature(f.spec, nulls[f.name]) for f in last.features)
+            levels = inner.setdefault(f.name, {})
+            for k, rows in f.inner_nulls:
+                levels[k] = levels.get(k, 0) + rows
+    features = tuple(
+        StoredFeature(f.spec, nulls[f.name], tuple(sorted(inner[f.name].items())))
+        for f in last.features
+    )
     sequence = last.sequence
     if sequence is not None:
         seq_nulls: dict[str, int] = {}
