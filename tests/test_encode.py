@@ -542,3 +542,40 @@ def test_random_tables_encode_like_tensorflow(case):
         if not has_prefix_pair(features):
             assert record == golden(expected)
         assert list(entry_keys(record)) == sorted(features, key=lambda k: k.encode("utf-8"))
+
+
+_MANY_LISTS = """
+import numpy as np, pyarrow as pa
+from transforms.encode.records import encode_table
+from transforms.encode.schema import plan_features
+n = 40000
+rng = np.random.default_rng(0)
+flat = [list(range(int(k))) for k in rng.integers(0, 4, n)]
+deep = [[[list(range(int(z))) for z in rng.integers(0, 3, int(y))]
+         for y in rng.integers(0, 3, int(x))] for x in rng.integers(1, 3, n)]
+table = pa.table({"a": pa.array(flat, pa.list_(pa.int64())),
+                  "r": pa.array(deep, pa.list_(pa.list_(pa.list_(pa.int64()))))})
+specs = plan_features(table.schema, {}, {"r": (-1, -1, -1)})
+batch, _ = encode_table(table, specs, "t", 0)
+import tensorflow as tf  # after the encode: its import changes how malloc maps large blocks
+last = tf.train.Example.FromString(batch.buffer[batch.offsets[-2]:batch.offsets[-1]].tobytes())
+assert list(last.features.feature["a"].int64_list.value) == flat[-1]
+print(len(batch.offsets) - 1)
+"""
+
+
+def test_many_list_features_over_many_rows_encode():
+    """Four list features (a list and a list ragged at three levels: values and two row-length
+    features) over 40,000 rows, in a fresh process: the kernel's per-row payload table is then
+    about a megabyte, which malloc maps on its own and unmaps when it is freed. The kernel read
+    it through its address after numba had freed it (a segfault); it now keeps it alive."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _MANY_LISTS], cwd=repo, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "40000"

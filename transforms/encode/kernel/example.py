@@ -292,7 +292,9 @@ def _encode(desc, keys, n, framed, crc_fn):  # noqa: ANN001, ANN202
             q += FOOTER_BYTES
         if q != base + offsets[i + 1]:
             raise AssertionError("encoder: a record's size differs from its planned size")
-    return buf[: offsets[n]], offsets
+    # tmpl, tlen and payload are read through their addresses only: returned, they live to
+    # here (numba frees an array after its last use, and a freed large array is unmapped)
+    return buf[: offsets[n]], offsets, (tmpl, tlen, payload)
 
 
 def encode_records(
@@ -304,7 +306,7 @@ def encode_records(
     record is a complete TFRecord frame, so the buffer can be appended to a .tfrecord file as is.
     """
     desc, keys, keep = _describe(columns, num_rows)
-    buf, offsets = _encode(desc, keys, num_rows, framed, _CRC_FN)
+    buf, offsets, _ = _encode(desc, keys, num_rows, framed, _CRC_FN)
     del keep  # the arrays `desc` points into live until here
     if framed and _CRC_FN == 0:
         _table_crcs(buf, offsets, CRC_TABLE)
