@@ -28,21 +28,21 @@ from transforms.read.work import WorkItem
 from transforms.write.tfrecord import read_records
 
 FILES = 40
-BAD_VALUE = [None]  # a list holding a null: the row is bad (stage "encode")
+BAD_VALUE = [[0, 0]]  # two values where the shape [1, 1] holds one: a bad row (stage "encode")
 BAD = {7: [4], 12: [0, 9]}  # file -> its bad rows (file rows; 9 is in its last row group)
 ODD_MESSAGE = "do not have the same schema: column 'id': int64 vs int32"
 
 
 def _table(i: int, rows: int, id_type: pa.DataType | None = None) -> pa.Table:
     ids = np.arange(100 * i, 100 * i + rows)
-    n: list = [[int(v)] for v in ids]
+    n: list = [[[int(v)]] for v in ids]
     for row in BAD.get(i, []):
         n[row] = BAD_VALUE
     return pa.table(
         {
             "id": pa.array(ids, id_type or pa.int64()),
             "name": pa.array([f"n{v}" for v in ids]),
-            "n": pa.array(n, pa.list_(pa.int64())),
+            "n": pa.array(n, pa.list_(pa.list_(pa.int64()))),
         }
     )
 

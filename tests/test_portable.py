@@ -71,10 +71,10 @@ def test_portable_runner_writes_the_same_records(tmp_path, source, extra):
 
 
 def test_portable_runner_failure_exits_1_without_manifest(tmp_path):
-    values: list = [[i] for i in range(1000)]
-    values[900] = [None]  # a null in a list: fails on a worker, at run time
+    values: list = [[[i]] for i in range(1000)]
+    values[900] = [[1, 2]]  # two values where the shape [1, 1] holds one: fails on a worker
     path = tmp_path / "bad.parquet"
-    n = pa.array(values, pa.list_(pa.int64()))
+    n = pa.array(values, pa.list_(pa.list_(pa.int64())))
     pq.write_table(pa.table({"n": n}), path, row_group_size=250)
     result = run_cli_captured(["convert", "--input", path, "--output", tmp_path / "o", *PORTABLE])
     assert result.code == 1

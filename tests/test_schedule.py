@@ -181,9 +181,9 @@ def test_missing_partition_is_a_usage_error(partitions, tmp_path):
 
 def test_failed_job_exit_code_and_summary(tmp_path):
     path = tmp_path / "big.parquet"
-    values: list = [[i] for i in range(1000)]
-    values[700] = [None]  # a null in a list: the job fails at run time
-    count = pa.array(values, pa.list_(pa.int64()))
+    values: list = [[[i]] for i in range(1000)]
+    values[700] = [[1, 2]]  # two values where the shape [1, 1] holds one: fails at run time
+    count = pa.array(values, pa.list_(pa.list_(pa.int64())))
     pq.write_table(pa.table({"count": count}), path, row_group_size=500)
     result = run_cli_captured(["convert", "--input", path, "--output", tmp_path / "o"])
     assert result.code == EXIT_FAILED
