@@ -109,10 +109,14 @@ sys.exit(rc)
 """
 
 
-def run_process(cmd: Sequence[str], log: Path) -> dict[str, Any]:
-    """Run `cmd`; its wall time, CPU time (with its children) and peak RSS."""
+def run_process(
+    cmd: Sequence[str], log: Path, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run `cmd` (with `extra_env` set); its wall time, CPU time (with its children) and peak
+    RSS."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1")}
+    env.update(extra_env or {})
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER, *cmd],

@@ -8,7 +8,8 @@ Printed:
 - throughput: Parquet and CSV inputs, gzip and no compression, `--workers 1` against
   `--workers 2` (or `--workers`): wall seconds at each size, the steady rows/s (row difference
   over wall-time difference: start-up and planning taken out) and the ratios;
-- `--shuffle` against the default rolling write, both on every worker;
+- `--shuffle` against the default rolling write, both on every worker, and `--shuffle` with its
+  spill files written through the page cache (`SPILL_IO=buffered`);
 - memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
   sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
   the pages a forked worker shares with the launcher once per process; PSS splits them.
@@ -56,14 +57,14 @@ def inputs(work: Path, rows: int, fmt: str) -> str:
     return str(folder / "part-*.csv")
 
 
-def run(work: Path, source: str, flags: Sequence[str], label: str) -> dict:
+def run(work: Path, source: str, flags: Sequence[str], label: str, env: dict | None = None) -> dict:
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     # Each run starts with no dirty page left by the one before: on a virtual disk, writing back
     # a gigabyte of the last run's output takes CPU time from the next run.
     os.sync()
     result = run_process(
-        convert_cmd(source, out, "--quiet", *flags), work / "logs" / f"{label}.log"
+        convert_cmd(source, out, "--quiet", *flags), work / "logs" / f"{label}.log", env
     )
     result["load"] = load_avg()
     shutil.rmtree(out, ignore_errors=True)
@@ -72,18 +73,20 @@ def run(work: Path, source: str, flags: Sequence[str], label: str) -> dict:
 
 def compare(
     work: Path,
-    configs: dict[str, tuple[str, list[str]]],
+    configs: dict[str, tuple],
     sizes: Sequence[int],
     rounds: int,
 ) -> dict[tuple[str, int], dict]:
-    """Every config at every size, `rounds` times, alternating; the best run of each."""
+    """Every config, (input format, flags[, environment]), at every size, `rounds` times,
+    alternating; the best run of each."""
     best: dict[tuple[str, int], dict] = {}
     names = list(configs)
     for n in sizes:
         for r in range(rounds):
             for name in names if r % 2 == 0 else names[::-1]:
-                fmt, flags = configs[name]
-                got = run(work, inputs(work, n, fmt), flags, f"{name}-{n}-{r}")
+                fmt, flags, *env = configs[name]
+                label = f"{name}-{n}-{r}".replace(" ", "-").replace(",", "")
+                got = run(work, inputs(work, n, fmt), flags, label, *env)
                 print(f"  {name:<28} {n:>10,} rows: {got['wall_s']:6.2f} s  "
                       f"cpu {got['cpu_s']:6.2f} s  (load {got['load']})", flush=True)  # fmt: skip
                 if got["rc"] == 0 and (
@@ -140,14 +143,20 @@ def main() -> None:
         configs = {
             "default": ("parquet", ["--workers", str(many)]),
             "shuffle": ("parquet", ["--workers", str(many), "--shuffle"]),
-        }
+            # the spill files through the page cache, as before grouped/direct.py
+            "shuffle, buffered spill": (
+                "parquet", ["--workers", str(many), "--shuffle"], {"SPILL_IO": "buffered"}
+            ),
+        }  # fmt: skip
         best = compare(work, configs, sizes, args.rounds)
         rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
-        print(f"\nshuffle on {many} workers: steady {rates['shuffle']:,.0f} rows/s against "
-              f"{rates['default']:,.0f} rows/s: {rates['shuffle'] / rates['default']:.2f}; "
-              f"whole process at {sizes[1]:,} rows: "
-              f"{best['shuffle', sizes[1]]['wall_s']:.2f} s against "
-              f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
+        print()
+        for name in ("shuffle", "shuffle, buffered spill"):
+            print(f"{name} on {many} workers: steady {rates[name]:,.0f} rows/s against "
+                  f"{rates['default']:,.0f} rows/s: {rates[name] / rates['default']:.2f}; "
+                  f"whole process at {sizes[1]:,} rows: "
+                  f"{best[name, sizes[1]]['wall_s']:.2f} s against "
+                  f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
     if "memory" in sections:
         rss_sizes = [int(x) for x in args.rss_rows.split(",")]
         configs = {

@@ -10,6 +10,7 @@ DoFns (grouped/beam.py) and the in-process engine's workers call alike:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from typing import Union
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from transforms.encode.records import EncodedBatch
 from transforms.write.compression import gzip_compressor
 from transforms.write.files import BlockFile, ShardPart, temp_path
+from transforms.write.grouped.direct import read_ahead
 from transforms.write.grouped.records import (
     PACK_MIN_BYTES,
     BlockRuns,
@@ -166,7 +168,8 @@ def sorted_groups(
     """The records of each group of buckets [a, b) of a shard in key order: (buffer, offsets),
     a group at a time. `refs` in origin order: the sort is stable, so records of equal keys
     keep the order of their origin."""
-    for a, b in groups:
+
+    def load(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         data, keys = [], []
         for ref in refs:
             lo, hi = int(ref.byte_bounds[a]), int(ref.byte_bounds[b])
@@ -174,10 +177,14 @@ def sorted_groups(
                 data.append((ref.path, ref.data_at + lo, ref.data_at + hi))
                 ra, rb = int(ref.record_bounds[a]), int(ref.record_bounds[b])
                 keys.append((ref.path, ref.keys_at + 8 * ra, ref.keys_at + 8 * rb))
-        buffer = _read_into(reader, data, np.uint8)
-        order = np.argsort(_read_into(reader, keys, np.uint64), kind="stable")
-        yield gather_records(buffer, framed_offsets(buffer, order.size), order)
-        del buffer, order
+        return _read_into(reader, data, np.uint8), _read_into(reader, keys, np.uint64)
+
+    # the next group is read while this one is sorted and written
+    with closing(read_ahead(lambda a=a, b=b: load(a, b) for a, b in groups)) as loaded:
+        for buffer, keys in loaded:
+            order = np.argsort(keys, kind="stable")
+            yield gather_records(buffer, framed_offsets(buffer, order.size), order)
+            del buffer, keys, order
 
 
 def _write_sorted(runs: BlockRuns, refs: Sequence[BucketRef]) -> None:

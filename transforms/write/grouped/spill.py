@@ -24,7 +24,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from transforms.fs import CompressionTypes, FileSystems
+from transforms.fs import CompressionTypes, FileSystems, is_local
+from transforms.write.grouped.direct import DirectReader, DirectWriter
 
 __all__ = [
     "BUCKET_BYTES",
@@ -103,11 +104,12 @@ def bucket_groups(sizes: np.ndarray, limit: int | None = None) -> list[tuple[int
 
 class SpillWriter:
     """Appends chunks to spill files `<split>-spill-<uuid>` under `temp_dir`, a new file past
-    SPILL_FILE_BYTES. `close` must run before the references leave the bundle."""
+    SPILL_FILE_BYTES; on a local disk around the page cache (grouped/direct.py). `close` must
+    run before the references leave the bundle."""
 
     def __init__(self, temp_dir: str, split: str) -> None:
         self._temp_dir, self._split = temp_dir, split
-        self._file: BinaryIO | None = None
+        self._file: BinaryIO | DirectWriter | None = None
         self._path = ""
         self._pos = 0
 
@@ -117,9 +119,12 @@ class SpillWriter:
         if self._file is None:
             name = f"{self._split}-spill-{uuid.uuid4().hex}"
             self._path = FileSystems.join(self._temp_dir, name)
-            self._file = FileSystems.create(
-                self._path, compression_type=CompressionTypes.UNCOMPRESSED
-            )
+            if is_local(self._path):
+                self._file = DirectWriter(self._path)
+            else:
+                self._file = FileSystems.create(
+                    self._path, compression_type=CompressionTypes.UNCOMPRESSED
+                )
             self._pos = 0
         return self._path, self._pos
 
@@ -135,15 +140,17 @@ class SpillWriter:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            file.close()
 
 
 class SpillReader:
-    """Reads ranges of spill files, keeping each file open until `close`."""
+    """Reads ranges of spill files, keeping each file open until `close` (local files with
+    O_DIRECT, as they were written)."""
 
     def __init__(self) -> None:
         self._files: dict[str, BinaryIO] = {}
+        self._direct: DirectReader | None = None
 
     def _open(self, path: str) -> BinaryIO:
         f = self._files.get(path)
@@ -151,10 +158,7 @@ class SpillReader:
             try:
                 f = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
             except OSError as err:
-                raise FileNotFoundError(
-                    f"{path}: a spill file of the grouped write is missing ({err}); the temp "
-                    "directory must stay in place until the shards are finalized"
-                ) from err
+                raise _missing(path, err) from err
             self._files[path] = f
         return f
 
@@ -166,19 +170,40 @@ class SpillReader:
 
     def read_into(self, path: str, start: int, out: memoryview) -> None:
         """Fill `out` with the file's bytes from `start`."""
-        f = self._open(path)
-        f.seek(start)
-        done, want = 0, out.nbytes
-        while done < want:
-            n = f.readinto(out[done:])
-            if not n:
-                raise OSError(
-                    f"{path}: spill file ends at byte {start + done}, expected {start + want}; "
-                    "it was truncated or overwritten after it was written"
-                )
-            done += n
+        want = out.nbytes
+        if is_local(path):
+            if self._direct is None:
+                self._direct = DirectReader()
+            try:
+                done = self._direct.read_into(path, start, out)
+            except FileNotFoundError as err:
+                raise _missing(path, err) from err
+        else:
+            f = self._open(path)
+            f.seek(start)
+            done = 0
+            while done < want:
+                n = f.readinto(out[done:])
+                if not n:
+                    break
+                done += n
+        if done < want:
+            raise OSError(
+                f"{path}: spill file ends at byte {start + done}, expected {start + want}; "
+                "it was truncated or overwritten after it was written"
+            )
 
     def close(self) -> None:
         for f in self._files.values():
             f.close()
         self._files = {}
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
+
+
+def _missing(path: str, err: OSError) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{path}: a spill file of the grouped write is missing ({err}); the temp "
+        "directory must stay in place until the shards are finalized"
+    )
