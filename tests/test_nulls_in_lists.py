@@ -462,3 +462,44 @@ def test_keep_float64_and_decimal_lists_with_nulls(tmp_path):
     assert batch["d__present_1"].tolist() == [[True, False], [], [], [False]]
     result = run_cli_captured(["verify", out, "--source", path])
     assert result.code == 0, result.out + result.err
+
+
+def test_tfds_layout_declares_the_null_positions(tmp_path):
+    """The tfds layout declares each `NAME__nulls_K` a list wrote, and TFDS reads them: the
+    source's lists come back with None where the positions say (a null list as an empty one,
+    as TFDS gives it)."""
+    import tensorflow_datasets as tfds
+    from test_layouts import _tfds_rows
+
+    li = [[1, None, 0], None, [], [None], [5, 6], [0, 0, None, 7]]
+    words = [["a", None], ["b"], None, [None, None, ""], [], ["z"]]
+    ids = list(range(len(li)))
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": ids, "li": li, "words": words}), path)
+    out = tmp_path / "out"
+    result = run_cli_captured(["convert", "--input", str(path), "--output", str(out),
+                               "--layout", "tfds"])  # fmt: skip
+    assert result.code == 0, result.err
+    features = json.loads((out / "features.json").read_text(encoding="utf-8"))
+    declared = features["featuresDict"]["features"]
+    assert {"li__nulls_1", "words__nulls_1"} <= set(declared)
+    assert declared["li__nulls_1"]["tensor"]["dtype"] == "int64"
+    rows = sorted(_tfds_rows(tfds.builder_from_directory(str(out)), "train"),
+                  key=lambda r: int(r["id"]))  # fmt: skip
+    assert len(rows) == len(ids)
+    for row, want_li, want_words in zip(rows, li, words, strict=True):
+        got_li = [int(v) for v in row["li"]]
+        for i in row["li__nulls_1"].tolist():
+            got_li[i] = None
+        got_words = [v.decode() for v in row["words"]]
+        for i in row["words__nulls_1"].tolist():
+            got_words[i] = None
+        assert got_li == (want_li or []) and got_words == (want_words or [])
+    # a table with no null inside its lists declares no positions
+    pq.write_table(pa.table({"id": ids, "li": [[1], None, [], [2], [3], [4]]}), path)
+    again = tmp_path / "again"
+    result = run_cli_captured(["convert", "--input", str(path), "--output", str(again),
+                               "--layout", "tfds"])  # fmt: skip
+    assert result.code == 0, result.err
+    features = json.loads((again / "features.json").read_text(encoding="utf-8"))
+    assert not [k for k in features["featuresDict"]["features"] if "__nulls_" in k]

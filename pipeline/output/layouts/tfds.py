@@ -17,6 +17,10 @@ What each feature becomes (a `tfds.features.Tensor` in a `FeaturesDict`, key = f
   leading dimension of length 0 (null) or 1 (present) instead: a scalar is `[]` or `[v]`, a
   fixed array `[0, *shape]` or `[1, *shape]`. Lists are as the reader gives them (a null list
   reads as an empty one). A keep_float64 column must not drop nulls (`check_tfds_features`).
+- nulls inside lists: a list whose items held nulls (the manifest's `inner_nulls`) writes their
+  positions under `NAME__nulls_K` (docs/types.md, "Nulls inside lists"), each declared here as
+  an int64 Tensor of shape [-1], empty in a row without such nulls, so that a TFDS user can
+  tell a null item from the zero written in its place.
 
 Shard lengths come from the manifest (the blocks sink counts each shard's records), so TFDS's
 split slicing (`train[:10%]`) lands on the right records.
@@ -31,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.output.manifest import Manifest, StoredFeature
+from transforms.encode.features import nulls_specs
 from transforms.encode.schema import FeatureSpec, SchemaError
 from transforms.fs import FileSystems
 
@@ -133,12 +138,31 @@ def _tensor(feature: StoredFeature) -> dict[str, Any]:
     }
 
 
+def _null_positions(feature: StoredFeature) -> dict[str, dict[str, Any]]:
+    """The Tensors of a list's null positions, one per level whose items held nulls."""
+    out = {}
+    for k, spec in zip(
+        feature.null_levels, nulls_specs(feature.spec, feature.null_levels), strict=True
+    ):
+        out[spec.name] = {
+            "pythonClassName": _TENSOR,
+            "tensor": {"shape": {"dimensions": ["-1"]}, "dtype": "int64", "encoding": "none"},
+            "description": (
+                f"positions of the null items at list level {k} of {feature.name!r} (indexes "
+                "into that level's items of the row, flattened; empty where none)"
+            ),
+        }
+    return out
+
+
 def tfds_features(features: Sequence[StoredFeature]) -> dict[str, Any]:
-    """features.json: a FeaturesDict of one Tensor (or Image) per feature."""
-    return {
-        "pythonClassName": _DICT,
-        "featuresDict": {"features": {f.name: _tensor(f) for f in features}},
-    }
+    """features.json: a FeaturesDict of one Tensor (or Image) per feature, and one per level
+    of null positions of a list that held nulls."""
+    tensors: dict[str, Any] = {}
+    for f in features:
+        tensors[f.name] = _tensor(f)
+        tensors.update(_null_positions(f))
+    return {"pythonClassName": _DICT, "featuresDict": {"features": tensors}}
 
 
 def dataset_name(output: str) -> str:
