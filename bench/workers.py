@@ -143,7 +143,7 @@ def main() -> None:
         configs = {
             "default": ("parquet", ["--workers", str(many)]),
             "shuffle": ("parquet", ["--workers", str(many), "--shuffle"]),
-            # the spill files through the page cache, as before grouped/direct.py
+            # the spill files through the page cache, as before transforms/write/direct.py
             "shuffle, buffered spill": (
                 "parquet", ["--workers", str(many), "--shuffle"], {"SPILL_IO": "buffered"}
             ),

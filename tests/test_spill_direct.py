@@ -1,4 +1,4 @@
-"""Spill files around the page cache (transforms/write/grouped/direct.py): the bytes written are
+"""Spill files around the page cache (transforms/write/direct.py): the bytes written are
 the bytes read, whatever the sizes and alignment; file systems that refuse O_DIRECT get the page
 cache; the disk's errors reach the caller; `read_ahead` runs one load ahead, in order."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transforms.write.grouped import direct
+from transforms.write import direct
 from transforms.write.grouped.spill import SpillReader, SpillWriter
 
 REPO = Path(__file__).resolve().parent.parent

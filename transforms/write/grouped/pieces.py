@@ -17,8 +17,8 @@ import numpy as np
 
 from transforms.encode.records import EncodedBatch
 from transforms.write.compression import gzip_compressor
+from transforms.write.direct import read_ahead
 from transforms.write.files import BlockFile, ShardPart, temp_path
-from transforms.write.grouped.direct import read_ahead
 from transforms.write.grouped.records import (
     PACK_MIN_BYTES,
     BlockRuns,

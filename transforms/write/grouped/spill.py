@@ -25,7 +25,7 @@ from typing import BinaryIO
 import numpy as np
 
 from transforms.fs import CompressionTypes, FileSystems, is_local
-from transforms.write.grouped.direct import DirectReader, DirectWriter
+from transforms.write.direct import DirectReader, DirectWriter
 
 __all__ = [
     "BUCKET_BYTES",
@@ -104,8 +104,8 @@ def bucket_groups(sizes: np.ndarray, limit: int | None = None) -> list[tuple[int
 
 class SpillWriter:
     """Appends chunks to spill files `<split>-spill-<uuid>` under `temp_dir`, a new file past
-    SPILL_FILE_BYTES; on a local disk around the page cache (grouped/direct.py). `close` must
-    run before the references leave the bundle."""
+    SPILL_FILE_BYTES; on a local disk around the page cache (transforms/write/direct.py).
+    `close` must run before the references leave the bundle."""
 
     def __init__(self, temp_dir: str, split: str) -> None:
         self._temp_dir, self._split = temp_dir, split
