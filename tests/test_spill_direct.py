@@ -256,3 +256,26 @@ def test_a_full_disk_fails_a_shuffled_job_with_one_line(tmp_path):
         assert not (out / "manifest.json").exists()
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_stage_buffers_are_reused_and_private_to_a_process(tmp_path):
+    """A closed writer's buffers serve the next writer (no fresh pages per spill file), and a
+    buffer is the process's own: a forked worker writing into one it inherited leaves its
+    parent's as it was."""
+    writer = direct.DirectWriter(str(tmp_path / "a"))
+    stages = list(writer._stages)
+    writer.write(b"x" * 10)
+    writer.close()
+    again = direct.DirectWriter(str(tmp_path / "b"))
+    assert {id(s) for s in again._stages} <= {id(s) for s in stages} | {id(s) for s in direct._FREE}
+    assert any(s is t for s in again._stages for t in stages)
+    again.close()
+    buffer = direct._take(direct.STAGE_BYTES)
+    buffer[:4] = b"pare"
+    pid = os.fork()
+    if pid == 0:  # the worker
+        buffer[:4] = b"kid!"
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert buffer[:4] == b"pare"
+    direct._give(buffer)

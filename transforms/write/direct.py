@@ -40,6 +40,35 @@ def direct_wanted() -> bool:
     return bool(_O_DIRECT) and os.environ.get("SPILL_IO", "direct").lower() != "buffered"
 
 
+_FREE: list[mmap.mmap] = []  # buffers of STAGE_BYTES that closed writers and readers let go
+_FREE_MAX = 6  # kept for the next ones: a buffer used again is not faulted in afresh (a spill
+# file per work item would otherwise touch 16 MiB of new pages; measured below)
+
+
+def _take(size: int) -> mmap.mmap:
+    """A page-aligned buffer of `size` bytes: one let go before where there is one."""
+    if size == STAGE_BYTES and _FREE:
+        with contextlib.suppress(IndexError):  # another thread took the last one
+            return _FREE.pop()
+    return _new_buffer(size)
+
+
+def _new_buffer(size: int) -> mmap.mmap:
+    """Private anonymous memory (Python's default for -1 is shared memory, which a forked
+    worker would share with its parent)."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+
+
+def _give(buffer: mmap.mmap) -> None:
+    """Let go of a buffer: kept for `_take`, or closed. One still viewed (a failed write's
+    traceback holds it) is left to be freed with its views."""
+    if len(buffer) == STAGE_BYTES and len(_FREE) < _FREE_MAX:
+        _FREE.append(buffer)
+        return
+    with contextlib.suppress(BufferError):
+        buffer.close()
+
+
 def _round_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
@@ -117,7 +146,7 @@ class DirectWriter:
             self._direct = False
             self._fd = os.open(path, flags, 0o644)
         self._flags = flags
-        self._stages = [mmap.mmap(-1, STAGE_BYTES), mmap.mmap(-1, STAGE_BYTES)]
+        self._stages = [_take(STAGE_BYTES), _take(STAGE_BYTES)]
         self._stage, self._fill = 0, 0
         self._written = 0  # bytes handed to the disk (a multiple of STAGE_BYTES)
         self._io = _Background()
@@ -187,9 +216,14 @@ class DirectWriter:
         finally:
             os.close(self._fd)
             self._fd = -1
+            failed = self._fill < 0
             for stage in self._stages:
-                with contextlib.suppress(BufferError):  # held by a failed write's traceback:
-                    stage.close()  # freed with it
+                if failed:  # a failed write's traceback may still view it
+                    with contextlib.suppress(BufferError):
+                        stage.close()
+                else:
+                    _give(stage)
+            self._stages = []
 
 
 class DirectReader:
@@ -199,7 +233,7 @@ class DirectReader:
 
     def __init__(self) -> None:
         self._files: dict[str, tuple[int, bool]] = {}  # path: (descriptor, opened with O_DIRECT)
-        self._scratch = mmap.mmap(-1, STAGE_BYTES)
+        self._scratch = _take(STAGE_BYTES)
 
     def read_into(self, path: str, start: int, out: memoryview) -> int:
         """Fill `out` with the file's bytes from `start`; the bytes it got (fewer at the end of
@@ -212,8 +246,8 @@ class DirectReader:
         begin = start - start % ALIGN
         span = _round_up(start + want) - begin
         if span > len(self._scratch):
-            self._scratch.close()
-            self._scratch = mmap.mmap(-1, span)
+            _give(self._scratch)
+            self._scratch = _new_buffer(span)
         with memoryview(self._scratch) as scratch:
             got = max(0, min(want, _pread_all(fd, scratch[:span], begin) - (start - begin)))
             out[:got] = scratch[start - begin : start - begin + got]
@@ -223,7 +257,7 @@ class DirectReader:
         for fd, _ in self._files.values():
             os.close(fd)
         self._files = {}
-        self._scratch.close()
+        _give(self._scratch)
 
 
 def _open_read(path: str) -> tuple[int, bool]:
