@@ -358,6 +358,11 @@ def test_verify_finds_a_null_position_beyond_the_row(source, tmp_path):
     assert result.code == 1
     assert f"record {at}: feature 'deep': 'deep__nulls_2' holds position" in result.out
     assert "level-2 items" in result.out, result.out
+    # load_dataset fails the read naming the feature, instead of marking another row's item
+    ds = load_dataset(str(out), "train", batch_size=64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="deep__nulls_2: a null position"):
+        for _ in ds:
+            pass
 
 
 def test_random_access_by_index(source, tmp_path):

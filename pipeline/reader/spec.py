@@ -160,14 +160,26 @@ def _peel(value: Any, levels: int) -> tuple[tf.Tensor, list[Any]]:
     return bounds, peeled
 
 
-def _inner_mask(value: Any, positions: tf.RaggedTensor, level: int) -> Any:
+def _inner_mask(value: Any, positions: tf.RaggedTensor, level: int, key: str) -> Any:
     """The bool mask of a list's level-`level` items, nested as the value's first `level`
-    levels, False at the record's null positions (counted among the row's items)."""
+    levels, False at the record's null positions (counted among the row's items). A position
+    outside the row's items (a record changed after it was written) fails the read with an
+    error naming `key`, the positions' feature, instead of marking another row's item (the
+    order of a row's positions does not matter to the mask; verify checks it)."""
     bounds, peeled = _peel(value, level)
-    at = tf.repeat(bounds[:-1], positions.row_lengths()) + positions.values
-    mask = tf.tensor_scatter_nd_update(
-        tf.ones(bounds[-1:], tf.bool), at[:, None], tf.zeros_like(at, tf.bool)
-    )
+    rows = positions.value_rowids()
+    found = positions.values
+    start, stop = tf.gather(bounds[:-1], rows), tf.gather(bounds[1:], rows)
+    at = start + found
+    check = tf.debugging.Assert(
+        tf.reduce_all(tf.logical_and(found >= 0, at < stop)),
+        [f"{key}: a null position lies outside its row's level-{level} items (the record "
+         "was changed after it was written; `tfrecord-etl verify` names it)"],
+    )  # fmt: skip
+    with tf.control_dependencies([check]):
+        mask = tf.tensor_scatter_nd_update(
+            tf.ones(bounds[-1:], tf.bool), at[:, None], tf.zeros_like(at, tf.bool)
+        )
     mask = tf.ensure_shape(mask, [None])
     dims: list[int] = []  # the array dims the mask has so far, after its first
     for step in reversed(peeled):
@@ -297,7 +309,7 @@ def restore(
         for k in f.null_levels:
             if nulls_key(f.name, k) not in parsed:
                 continue
-            mask = _inner_mask(value, parsed[nulls_key(f.name, k)], k)
+            mask = _inner_mask(value, parsed[nulls_key(f.name, k)], k, nulls_key(f.name, k))
             if not isinstance(value, tf.RaggedTensor) and present is not None:
                 shape = tf.concat([tf.shape(present), tf.ones([k], tf.int32)], 0)
                 mask = tf.logical_and(mask, tf.reshape(present, shape))
