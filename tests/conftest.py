@@ -36,7 +36,8 @@ import tensorflow as tf
 from hypothesis import settings
 
 from pipeline.cli.main import main as cli_main
-from transforms.encode.columns import infer_shape, leaf_array
+from transforms.encode.columns import leaf_array
+from transforms.encode.lists import infer_shape
 from transforms.encode.records import encode_table
 from transforms.encode.schema import (
     ColumnOptions,

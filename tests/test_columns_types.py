@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import decode_rows, encode_rows, plan_specs
 
-from transforms.encode.columns import infer_shape
+from transforms.encode.lists import infer_shape
 from transforms.encode.schema import ConversionError, SchemaError
 
 ABSENT = object()  # the row has no such feature

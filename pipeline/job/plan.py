@@ -29,7 +29,8 @@ from pipeline.output.entries import link_error, scan
 from pipeline.output.layouts import check_layout_features
 from transforms.batch import TableBatch
 from transforms.convert import Conversion
-from transforms.encode.columns import infer_shape, leaf_array
+from transforms.encode.columns import leaf_array
+from transforms.encode.lists import infer_shape
 from transforms.encode.schema import (
     ColumnOptions,
     FeatureSpec,

@@ -22,14 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.encode.columns import (
-    decimal_text,
-    int64_values,
-    leaf_array,
-    null_positions,
-    row_lengths_array,
-)
+from transforms.encode.columns import decimal_text, int64_values, leaf_array
 from transforms.encode.features import nulls_specs, row_lengths_specs
+from transforms.encode.lists import null_positions, row_lengths_array
 from transforms.encode.schema import BYTES, FLOAT, FeatureSpec, default_scalar, is_list_type
 from transforms.stats.moments import moments
 from transforms.stats.sketches import (
