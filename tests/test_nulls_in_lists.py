@@ -294,10 +294,10 @@ def test_manifest_records_the_null_features(output, source):
     assert "m.key__nulls_1" not in keys
 
 
-def test_load_dataset_gives_every_value_and_null(output, source):
-    _, _, table = source
+def _assert_every_value_and_null(batches, table: pa.Table) -> None:
+    """The readers' batches hold the table's values, masks and nulls, row by row."""
     got: dict[str, list] = collections.defaultdict(list)
-    for batch in load_dataset(str(output), batch_size=50):
+    for batch in batches:
         for key, value in batch.items():
             got[key] += _rows(value)
     got = _by_id(got)
@@ -305,20 +305,15 @@ def test_load_dataset_gives_every_value_and_null(output, source):
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key] == want[key], key
+
+
+def test_load_dataset_gives_every_value_and_null(output, source):
+    _assert_every_value_and_null(load_dataset(str(output), batch_size=50), source[2])
 
 
 def test_iter_batches_gives_every_value_and_null(output, source):
-    _, _, table = source
     assert assert_readers_agree(output) == ROWS
-    got: dict[str, list] = collections.defaultdict(list)
-    for batch in iter_batches(str(output), batch_size=77):
-        for key, value in batch.items():
-            got[key] += _rows(value)
-    got = _by_id(got)
-    want = without_unused_masks(expected(table), got)
-    assert sorted(got) == sorted(want)
-    for key in want:
-        assert got[key] == want[key], key
+    _assert_every_value_and_null(iter_batches(str(output), batch_size=77), source[2])
     assert "li__present" not in next(iter_batches(str(output), null_masks=False))
 
 

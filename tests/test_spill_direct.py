@@ -173,8 +173,7 @@ def test_spill_writer_and_reader_go_around_the_page_cache_locally(tmp_path, monk
     with pytest.raises(FileNotFoundError, match="a spill file of the grouped write is missing"):
         reader.read(path + "-gone", 0, 1)
     reader.close()
-    # O_DIRECT asked for, unless the file system refused it (then both opens went buffered)
-    assert opened[0] is True
+    assert opened[0] is True  # O_DIRECT asked for (a file system that refuses it: see above)
 
 
 def test_read_ahead_runs_one_load_ahead_in_order():
@@ -267,7 +266,6 @@ def test_stage_buffers_are_reused_and_private_to_a_process(tmp_path):
     writer.write(b"x" * 10)
     writer.close()
     again = direct.DirectWriter(str(tmp_path / "b"))
-    assert {id(s) for s in again._stages} <= {id(s) for s in stages} | {id(s) for s in direct._FREE}
     assert any(s is t for s in again._stages for t in stages)
     again.close()
     buffer = direct._take(direct.STAGE_BYTES)
