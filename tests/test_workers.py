@@ -419,3 +419,33 @@ def test_a_ctrl_c_lost_in_a_finalizer_still_interrupts(workers):
             seen.append(result)
     assert (seen == [0]) if workers == 1 else (len(seen) < 6)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def _item_whose_ctrl_c_comes_out_named(item: int) -> int:
+    """What numba does with a Ctrl-C in compiled code ("returned a result with an exception
+    set"), inside a read task that names its failing work item (units.convert_task)."""
+    from pipeline.engines.inprocess.pool import work_item_error
+
+    if item == 1 and os.getpid() == _LAUNCHER[0]:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler raises KeyboardInterrupt here
+                pass
+        except KeyboardInterrupt as err:
+            failed = SystemError("CPUDispatcher(_count) returned a result with an exception set")
+            raise work_item_error("part.parquet (row group 0)", failed) from err
+    return item
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_ctrl_c_that_comes_out_as_a_named_work_item_error_still_interrupts(workers):
+    """A backfill's date once failed with "part.parquet (row group 0): CPUDispatcher(...)
+    returned a result with an exception set" after Ctrl-C: the work item's own error came
+    back, not the interrupt."""
+    from pipeline.engines.inprocess.pool import run_items
+
+    _LAUNCHER[0] = os.getpid()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in run_items(_item_whose_ctrl_c_comes_out_named, list(range(6)), workers):
+            pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

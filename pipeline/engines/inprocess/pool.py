@@ -158,10 +158,12 @@ def _here(
     """fn(item) in this process, a failure named by its work item."""
     try:
         result = fn(item)
-    except (KeyboardInterrupt, WorkItemError):
+    except KeyboardInterrupt:
         raise
     except Exception as err:
-        if interrupts.seen:  # Ctrl-C, surfaced by compiled code as another error
+        # Ctrl-C, surfaced by compiled code as another error (maybe already named by its
+        # work item: a read task names the item of its own that failed)
+        if interrupts.seen:
             raise KeyboardInterrupt from err
         raise work_item_error(describe(item), err) from err
     interrupts.check()  # Ctrl-C, lost in a finalizer while the item ran
@@ -315,6 +317,7 @@ def _run_pool(
                     dispatch.changed.wait(timeout=0.5)
                     interrupts.check()
                 if dispatch.failure is not None:
+                    interrupts.check()  # a worker's fault after Ctrl-C: the interrupt it is
                     raise dispatch.failure
                 ready = []
                 while next_out in dispatch.done:
