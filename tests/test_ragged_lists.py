@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
@@ -267,12 +268,7 @@ def read_record_rows(out: Path) -> list:
     return [row for b in iter_batches(str(out), batch_size=8) for row in b["v"].rows()]
 
 
-def test_what_such_a_column_cannot_do(source, tmp_path):
-    path, config, _ = source
-    out = tmp_path / "tfds"
-    args = ["convert", "--input", path, "--output", out, "--config", config, "--layout", "tfds"]
-    result = run_cli_captured(args)
-    assert result.code == 2 and "layout tfds" in result.err and "'big'" in result.err
+def test_what_such_a_column_cannot_do():
     schema = pa.schema([("v", pa.list_(pa.list_(pa.float64())))])
     with pytest.raises(SchemaError, match=r"keep_float64.*varies below its first dim"):
         plan_features(schema, {"v": ColumnOptions(keep_float64=True, shape=(-1, -1))})
@@ -281,7 +277,55 @@ def test_what_such_a_column_cannot_do(source, tmp_path):
         plan_features(clash, {"v": ColumnOptions(shape=(-1, -1))})
     with pytest.raises(SchemaError, match="a dim is a size or -1"):
         plan_features(schema, {"v": ColumnOptions(shape=(-1, -2))})
+    for zero in ((-1, 0), (2, 0), (0, 3)):  # the readers could not tell [[], []] from []
+        with pytest.raises(SchemaError, match=r"a dim of 0 holds no values.*use -1"):
+            plan_features(schema, {"v": ColumnOptions(shape=zero)})
+    one = pa.schema([("v", pa.list_(pa.int64()))])
+    with pytest.raises(SchemaError, match=r"shape \[0\]: a dim of 0 holds no values"):
+        plan_features(one, {"v": ColumnOptions(shape=(0,))})
     assert row_lengths_key("v", 2) == "v__row_lengths_2"
+
+
+def _nest(values: np.ndarray, shape: list[int], row: dict, name: str) -> list:
+    """A row's nested list from what TFDS gives: the values flat (but for the fixed dims after
+    the last varying one) and each varying level's row lengths."""
+    last = max(k for k, d in enumerate(shape) if d < 0)
+    level = [v.tolist() if isinstance(v, np.ndarray) else v for v in values]
+    for k in range(last, 0, -1):
+        lengths = row[row_lengths_key(name, k)].tolist() if shape[k] < 0 else None
+        if lengths is None:
+            lengths = [shape[k]] * (len(level) // shape[k])
+        ends = np.cumsum([0, *lengths]).tolist()
+        assert ends[-1] == len(level), (name, k)
+        level = [level[a:b] for a, b in itertools.pairwise(ends)]
+    return level
+
+
+def test_the_tfds_layout_declares_values_and_row_lengths(source, tmp_path):
+    """TFDS reads such a column as its records hold it (flat values, each level's row
+    lengths, declared in features.json); nesting them again gives every source row."""
+    import tensorflow_datasets as tfds
+    from test_layouts import _tfds_rows
+
+    expected = source[2]
+    out = convert(source, tmp_path / "tfds", "--layout", "tfds")
+    declared = json.loads((out / "features.json").read_text(encoding="utf-8"))
+    tensors = {k: v["tensor"] for k, v in declared["featuresDict"]["features"].items()}
+    assert tensors["deep"]["shape"]["dimensions"] == ["-1"]
+    assert tensors["mixed"]["shape"]["dimensions"] == ["-1", "3"]
+    assert tensors["words"]["shape"]["dimensions"] == ["-1", "2"]  # not ragged below level 0
+    assert tensors["mid__row_lengths_2"]["dtype"] == "int64"
+    assert "mid__row_lengths_1" not in tensors
+    rows = sorted(_tfds_rows(tfds.builder_from_directory(str(out)), "train"),
+                  key=lambda r: int(r["id"]))  # fmt: skip
+    assert len(rows) == ROWS
+    for name, shape in SHAPES.items():
+        for i, row in enumerate(rows):
+            if any(d < 0 for d in shape[1:]):
+                got = _nest(row[name], shape, row, name)
+            else:
+                got = row[name].tolist()
+            assert got == expected[name][i], (name, i)
 
 
 def test_sequences_refuse_such_a_column():

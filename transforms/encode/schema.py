@@ -216,6 +216,15 @@ def _leaf_spec(
                 f"column {name!r}: cannot infer the shape of nested list type {t} from a value "
                 f"of shape {list(shape)}; set columns.{name}.shape in the config"
             )
+    if shape and 0 in shape:
+        # Decided: refused, not written. Below a -1 a 0 dim leaves no values to count the
+        # varying lists by, so their lengths could not be read back; in a fixed shape the
+        # column holds nothing but its nulls. Parquet cannot hold a fixed_size_list of 0.
+        raise SchemaError(
+            f"column {name!r}: shape {list(shape)}: a dim of 0 holds no values (the lists "
+            "around it could not be told apart); use -1 there (an empty list is then written "
+            "and restored as one)"
+        )
     if encoding == FLOAT64_BYTES and shape and any(d < 0 for d in shape[1:]):
         raise SchemaError(
             f"column {name!r}: keep_float64 writes a row's float64s as one bytes value, which "

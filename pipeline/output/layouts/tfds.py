@@ -17,6 +17,13 @@ What each feature becomes (a `tfds.features.Tensor` in a `FeaturesDict`, key = f
   leading dimension of length 0 (null) or 1 (present) instead: a scalar is `[]` or `[v]`, a
   fixed array `[0, *shape]` or `[1, *shape]`. Lists are as the reader gives them (a null list
   reads as an empty one). A keep_float64 column must not drop nulls (`check_tfds_features`).
+- lists ragged below their first level (a -1 below the first dim, docs/types.md): TFDS's
+  `Tensor` reads one variable dimension, and its own nested ragged encoding uses other keys
+  than the records hold. So the column is declared as what the records hold: `NAME`, its
+  values flat (`[-1]`, or `[-1, *fixed]` when fixed dims close the shape), and each
+  `NAME__row_lengths_K` an int64 Tensor of shape [-1]; `tf.RaggedTensor.
+  from_nested_row_lengths` (with the fixed dims between) rebuilds the nested value. Each
+  description says which.
 - nulls inside lists: a list whose items held nulls (the manifest's `inner_nulls`) writes their
   positions under `NAME__nulls_K` (docs/types.md, "Nulls inside lists"), each declared here as
   an int64 Tensor of shape [-1], empty in a row without such nulls, so that a TFDS user can
@@ -66,7 +73,7 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
     """SchemaError for a feature TFDS cannot read from the shards as written: a name with "/"
     (TFDS's separator of nested features), a keep_float64 column whose nulls are dropped
     (TFDS needs the row's bytes in every record), an image column that may write a null (TFDS
-    decodes an image from every record), a list ragged below its first level."""
+    decodes an image from every record)."""
     for spec in specs:
         if "/" in spec.name:
             raise SchemaError(
@@ -79,13 +86,6 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
                 "null_policy default or fail (TFDS decodes its bytes only when every record "
                 "has them)"
             )
-        if spec.partition_levels:
-            raise SchemaError(
-                f"column {spec.name!r}: layout tfds: a list ragged below its first level "
-                f"(shape {list(spec.shape)}) is written with row-lengths features, which TFDS's "
-                "Tensor feature does not read; use layout flat or tfx (schema.pbtxt gives it "
-                "as a RaggedTensor), or a fixed inner shape"
-            )
         if spec.image is not None and spec.null_policy != "fail":
             raise SchemaError(
                 f"column {spec.name!r}: layout tfds: TFDS decodes an image from every record; "
@@ -94,8 +94,17 @@ def check_tfds_features(specs: Sequence[FeatureSpec]) -> None:
             )
 
 
+def _flat_values_shape(shape: Sequence[int]) -> list[int]:
+    """The shape of a list ragged below its first level as its records hold it: its values
+    flat, but for the fixed dims after its last varying one."""
+    last = max(k for k, d in enumerate(shape) if d < 0)
+    return [-1, *shape[last + 1 :]]
+
+
 def _shape(feature: StoredFeature) -> list[int]:
     shape = feature.spec.shape
+    if feature.spec.partition_levels:
+        return _flat_values_shape(shape)
     dims = [-1] if shape is None else list(shape)
     if feature.nullable and not feature.ragged:
         dims = [-1, *dims]  # length 0: null; 1: present
@@ -127,6 +136,12 @@ def _tensor(feature: StoredFeature) -> dict[str, Any]:
         if feature.nullable and not feature.ragged
         else ""
     )
+    if spec.partition_levels:
+        lengths = ", ".join(spec.feature_keys[1:])
+        description += (
+            f"; shape {list(spec.shape)}, its values flat: tf.RaggedTensor."
+            f"from_nested_row_lengths over {lengths} (the fixed dims between) rebuilds it"
+        )
     return {
         "pythonClassName": _TENSOR,
         "tensor": {
@@ -136,6 +151,18 @@ def _tensor(feature: StoredFeature) -> dict[str, Any]:
         },
         "description": description,
     }
+
+
+def _row_lengths(feature: StoredFeature) -> dict[str, dict[str, Any]]:
+    """The Tensors of a list's row lengths, one per level below the first that varies."""
+    out = {}
+    for k, key in zip(feature.spec.partition_levels, feature.spec.feature_keys[1:], strict=True):
+        out[key] = {
+            "pythonClassName": _TENSOR,
+            "tensor": {"shape": {"dimensions": ["-1"]}, "dtype": "int64", "encoding": "none"},
+            "description": f"the lengths of the level-{k} lists of {feature.name!r}, in order",
+        }
+    return out
 
 
 def _null_positions(feature: StoredFeature) -> dict[str, dict[str, Any]]:
@@ -156,11 +183,13 @@ def _null_positions(feature: StoredFeature) -> dict[str, dict[str, Any]]:
 
 
 def tfds_features(features: Sequence[StoredFeature]) -> dict[str, Any]:
-    """features.json: a FeaturesDict of one Tensor (or Image) per feature, and one per level
-    of null positions of a list that held nulls."""
+    """features.json: a FeaturesDict of one Tensor (or Image) per feature, one per level of
+    row lengths of a list ragged below its first level, and one per level of null positions of
+    a list that held nulls."""
     tensors: dict[str, Any] = {}
     for f in features:
         tensors[f.name] = _tensor(f)
+        tensors.update(_row_lengths(f))
         tensors.update(_null_positions(f))
     return {"pythonClassName": _DICT, "featuresDict": {"features": tensors}}
 
