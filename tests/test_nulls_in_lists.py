@@ -225,9 +225,17 @@ def expand(items: list, shape: tuple[int, ...], zero, depth: int = 0) -> tuple[l
 
 def expected(table: pa.Table) -> dict[str, list]:
     """Every key the readers give, per row: each leaf, its `__present`, its `__present_K`."""
-    out: dict[str, list] = {"id": table["id"].to_pylist()}
-    for name, rows in leaf_rows(table).items():
-        shape, zero = LEAVES[name]
+    return expected_leaves(table["id"].to_pylist(), leaf_rows(table), LEAVES)
+
+
+def expected_leaves(
+    ids: list, leaves: dict[str, list], kinds: dict[str, tuple[tuple[int, ...] | None, object]]
+) -> dict[str, list]:
+    """What the readers give for `leaves` (per leaf feature, each row's source value, None:
+    null) whose shapes and zeros are `kinds`: each leaf, its `__present`, its `__present_K`."""
+    out: dict[str, list] = {"id": ids}
+    for name, rows in leaves.items():
+        shape, zero = kinds[name]
         dims = (-1,) if shape is None else shape
         fixed = all(d >= 0 for d in dims)
         out[name], out[name + "__present"] = [], []

@@ -45,7 +45,7 @@ from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
 from transforms.read.files import InputError, configured_types, is_local
 from transforms.read.inputs import detect_format, match_input_files, planned_schema
-from transforms.read.parquet_reader import parquet_footer, parquet_footers
+from transforms.read.parquet_reader import footer_schema, parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
 from transforms.read.work import (
     WorkItem,
@@ -281,7 +281,7 @@ def plan_job(config: JobConfig) -> JobPlan:
     unify = config.schema == "unify"
     if fmt == "parquet" and not (unify or file_types) and not _reads_every_footer(paths):
         first = parquet_footer(paths[0])  # the only footer read: the others are the readers'
-        schema = first.schema.to_arrow_schema().remove_metadata()
+        schema = footer_schema(first).remove_metadata()
         work = plan_whole_files(sizes)
         file_rows = first.num_rows
     else:

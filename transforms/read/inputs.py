@@ -28,7 +28,12 @@ from transforms.names import FORMATS
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
 from transforms.read.json_reader import json_schema
-from transforms.read.parquet_reader import UNIFY_HINT, parquet_footers, schema_difference
+from transforms.read.parquet_reader import (
+    UNIFY_HINT,
+    footer_schema,
+    parquet_footers,
+    schema_difference,
+)
 from transforms.read.unify import UnifiedSchema, unify_schemas, with_types
 
 __all__ = [
@@ -127,7 +132,7 @@ def input_schema(
     if fmt == "parquet":
         if footers is None:
             footers = parquet_footers(paths)
-        schemas = [meta.schema.to_arrow_schema() for meta in footers]
+        schemas = [footer_schema(meta) for meta in footers]
     else:
         first = csv_schema(paths[0], csv)
         schemas = [first]
@@ -160,7 +165,7 @@ def unified_input_schema(
     if fmt == "parquet":
         if footers is None:
             footers = parquet_footers(paths)
-        schemas = [meta.schema.to_arrow_schema().remove_metadata() for meta in footers]
+        schemas = [footer_schema(meta).remove_metadata() for meta in footers]
     elif fmt == "csv":
         schemas = []
         for path in paths:

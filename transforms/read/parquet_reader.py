@@ -25,11 +25,13 @@ import pyarrow.parquet as pq
 from transforms.batch import TableBatch
 from transforms.encode.schema import SchemaError
 from transforms.read.files import InputError, is_local, open_input
+from transforms.read.plain_types import plain_schema, plain_table
 from transforms.read.unify import conform
 
 __all__ = [
     "FOOTER_THREADS",
     "UNIFY_HINT",
+    "footer_schema",
     "parquet_batches",
     "parquet_file",
     "parquet_footer",
@@ -62,6 +64,12 @@ def parquet_footer(path: str) -> pq.FileMetaData:
     finally:
         if not isinstance(source, str):
             source.close()
+
+
+def footer_schema(meta: pq.FileMetaData) -> pa.Schema:
+    """The Arrow schema a footer stores, in the plain types the batches are read in
+    (transforms/read/plain_types.py)."""
+    return plain_schema(meta.schema.to_arrow_schema())
 
 
 def parquet_footers(paths: Sequence[str], threads: int = FOOTER_THREADS) -> list[pq.FileMetaData]:
@@ -104,13 +112,15 @@ def parquet_batches(
     (`schema: unify`, `columns.<name>.type`; transforms/read/unify.py)."""
     first = first_row
     source = parquet_file(path)
+    stored = source.schema_arrow
+    plain = plain_schema(stored)  # extension types and list views read as plain types
     if schema is not None:
-        diff = schema_difference(schema, source.schema_arrow)
+        diff = schema_difference(schema, plain)
         if diff:
             raise SchemaError(
                 f"{schema_of or path} and {path} do not have the same schema: {diff}{UNIFY_HINT}"
             )
-    if target is not None and schema_difference(target, source.schema_arrow) is None:
+    if target is not None and schema_difference(target, plain) is None:
         target = None  # the file has the planned schema: nothing to cast
     groups = None if row_group is None else [row_group]
     batches = source.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
@@ -119,6 +129,8 @@ def parquet_batches(
             for start in range(0, batch.num_rows, batch_rows):
                 part = batch.slice(start, batch_rows)
                 table = pa.Table.from_batches([part])
+                if plain is not stored:
+                    table = plain_table(table, plain)
                 if target is not None:
                     table = conform(table, target, path, first)
                 yield TableBatch(table=table, source=path, first_row=first)
