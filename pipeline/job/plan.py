@@ -234,6 +234,15 @@ def _check_types(types: Mapping[str, pa.DataType], fmt: str) -> None:
             f"columns.{name}.type: a CSV column's type is set by csv.column_types, and "
             f"{name!r} is not a partition key of the input"
         )
+    if fmt == "jsonl":
+        for name, t in types.items():
+            if "map<" in str(t):
+                raise SchemaError(
+                    f"columns.{name}.type: {t}: pyarrow's JSON reader converts no JSON object to "
+                    "a map (it reads one as a struct of its fields); use a struct type, or "
+                    'list<struct<key: ..., value: ...>> for a list of {"key": ..., "value": '
+                    "...} objects (the same features as a map)"
+                )
 
 
 def _check_sequence_key(sequence: SequenceLayout, schema: pa.Schema, splits: int) -> None:

@@ -93,7 +93,7 @@ class ColumnOptions:
     default: Any = None  # the value written for a null under null_policy=default
     keep_float64: bool = False  # write float64 values exactly, as raw little-endian bytes
     shape: tuple[int, ...] | None = None  # shape of list columns (-1: a dim that varies)
-    type: str | None = None  # the Arrow type of a partition key or a JSON Lines field
+    type: str | None = None  # the Arrow type the column is read in (docs/types.md)
 
 
 @dataclasses.dataclass(frozen=True)

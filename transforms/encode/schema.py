@@ -270,6 +270,9 @@ def plan_features(
     columns = dict(columns or {})
     inferred_shapes = dict(inferred_shapes or {})
     leaves, inner = leaf_paths(schema)
+    for name in inner.intersection(columns):  # a type of its own was applied as it was read
+        if columns[name] == ColumnOptions(type=columns[name].type):
+            del columns[name]
     on_inner = sorted(inner.intersection(columns))
     if on_inner:
         name = on_inner[0]

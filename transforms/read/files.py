@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from transforms.encode.schema import SchemaError
 from transforms.fs import CompressionTypes, FileSystems
+from transforms.read.type_names import parse_type
 
 __all__ = ["InputError", "configured_types", "is_local", "open_input"]
 
@@ -30,15 +31,16 @@ def open_input(path: str) -> IO[bytes] | str:
 
 
 def configured_types(columns: Mapping[str, Any]) -> dict[str, pa.DataType]:
-    """The Arrow types set in the config's `columns:` (`type`, an Arrow type name such as
-    int64, float32, string, date32), by column name."""
+    """The Arrow types set in the config's `columns:` (`type`, an Arrow type as pyarrow prints
+    it: int64, string, timestamp[ms, tz=UTC], decimal128(10, 2), list<int64>, map<string,
+    int64>, struct<x: int64>, ...; transforms/read/type_names.py), by column name."""
     out = {}
     for name, options in columns.items():
         alias = getattr(options, "type", None)
         if alias is None:
             continue
         try:
-            out[name] = pa.type_for_alias(str(alias))
-        except (ValueError, KeyError) as err:
-            raise SchemaError(f"columns.{name}.type: unknown type {alias!r}") from err
+            out[name] = parse_type(str(alias))
+        except ValueError as err:
+            raise SchemaError(f"columns.{name}.type: {err}") from err
     return out
