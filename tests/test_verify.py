@@ -22,10 +22,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.output.manifest import StoredFeature
+from pipeline.verify.against_source.source import sample_rows
 from pipeline.verify.records import read_frames
 from pipeline.verify.report import format_report
 from pipeline.verify.run import SourceRequest, verify_output
-from pipeline.verify.source import sample_rows
 from transforms.write.tfrecord import masked_crc
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

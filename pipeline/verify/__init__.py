@@ -5,8 +5,9 @@
 - `records`: frames and crcs (via transforms/write/tfrecord.py), each record against the
   manifest's features.
 - `keys`: the feature keys of each record, read from its bytes.
-- `source`: the records the source gives, derived with the job's own per-batch conversion.
-- `compare`, `pairs`: source against output, as multisets of digests, changed rows paired.
+- `against_source/`: the output against its source (`--source`): the records the source
+  gives, derived with the job's own per-batch conversion, reconciled with the run's bad rows,
+  compared as multisets of digests, changed rows paired, and the findings.
 - `report`: findings and the report's text.
 - `inspect`: the manifest summary and the first records, as JSON.
 - `example_pb`: tf.train.Example's message classes from protobuf alone (no TensorFlow).

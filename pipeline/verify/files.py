@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.output.entries import link_on_way
 from pipeline.output.manifest import BadRowFiles, Manifest
-from pipeline.verify.compare import Comparison
+from pipeline.verify.against_source.compare import Comparison
 from pipeline.verify.frames import frame_blocks
 from pipeline.verify.records import BATCH, RecordChecker
 from pipeline.verify.report import Finding, Findings
