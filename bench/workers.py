@@ -10,6 +10,8 @@ Printed:
   over wall-time difference: start-up and planning taken out) and the ratios;
 - `--shuffle` against the default rolling write, both on every worker, and `--shuffle` with its
   spill files written through the page cache (`SPILL_IO=buffered`);
+- output: the shards written around the page cache (the default) against through it
+  (`OUTPUT_IO=buffered`), gzip and no compression, on every worker;
 - memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
   sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
   the pages a forked worker shares with the launcher once per process; PSS splits them.
@@ -103,7 +105,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="the many-worker side (default 2)")
     parser.add_argument("--rss-rows", default="1000000,4000000,8000000")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sections", default="throughput,shuffle,memory")
+    parser.add_argument("--sections", default="throughput,shuffle,output,memory")
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temp dir)")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
@@ -157,6 +159,24 @@ def main() -> None:
                   f"whole process at {sizes[1]:,} rows: "
                   f"{best[name, sizes[1]]['wall_s']:.2f} s against "
                   f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
+    if "output" in sections:
+        for compression in ("gzip", "none"):
+            flags = ["--workers", str(many), "--compression", compression]
+            configs = {
+                f"{compression}, direct shards": ("parquet", flags),
+                # the shards through the page cache, as before (transforms/write/files.py)
+                f"{compression}, buffered shards": ("parquet", flags, {"OUTPUT_IO": "buffered"}),
+            }
+            best = compare(work, configs, sizes, args.rounds)
+            rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
+            direct, buffered = configs
+            print(f"{compression} on {many} workers: shards around the page cache steady "
+                  f"{rates[direct]:,.0f} rows/s against {rates[buffered]:,.0f} through it: "
+                  f"{rates[direct] / rates[buffered]:.2f}; whole process at {sizes[1]:,} rows "
+                  f"{best[direct, sizes[1]]['wall_s']:.2f} s against "
+                  f"{best[buffered, sizes[1]]['wall_s']:.2f} s (cpu "
+                  f"{best[direct, sizes[1]]['cpu_s']:.2f} against "
+                  f"{best[buffered, sizes[1]]['cpu_s']:.2f} s)", flush=True)  # fmt: skip
     if "memory" in sections:
         rss_sizes = [int(x) for x in args.rss_rows.split(",")]
         configs = {
