@@ -42,7 +42,8 @@ from object_store import (
 from pipeline.reader.arrays import Ragged, iter_batches
 from pipeline.reader.index import RecordIndex
 from transforms import fs_azure
-from transforms.fs import FileSystems, translate_pattern
+from transforms.fs import FileSystems
+from transforms.fs_match import translate_pattern
 
 pytestmark = pytest.mark.skipif(installed() is not None, reason=str(installed()))
 

@@ -15,7 +15,8 @@ from apache_beam.io.filesystem import CompressionTypes as BeamCompressionTypes
 from apache_beam.io.filesystems import FileSystems as Beam
 
 from transforms import fs
-from transforms.fs import CompressionTypes, FileSystemError, FileSystems
+from transforms.fs import CompressionTypes, FileSystems
+from transforms.fs_match import FileSystemError
 
 FILES = {
     "a.txt": b"a",

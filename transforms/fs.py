@@ -10,9 +10,10 @@ standard library with that class's semantics: `create` makes the parent director
 removes files or whole directories and raises an `OSError` (as Beam's `BeamIOError`, an
 `IOError`) when a path matches nothing, `match` lists a directory tree with Beam's pattern
 translation (`*` stops at `/`, `**` does not, `?`, `[...]`, hidden files included, a pattern
-without a wildcard names one path). A local file that is read or written compressed (an
-explicit compression, or, with `AUTO`, a suffix Beam detects such as `.gz`) also goes to Beam,
-so that the (de)compression stays Beam's own; any other local file is a plain `open`.
+without a wildcard names one path; transforms/fs_match.py). A local file that is read or
+written compressed (an explicit compression, or, with `AUTO`, a suffix Beam detects such as
+`.gz`) also goes to Beam, so that the (de)compression stays Beam's own; any other local file is
+a plain `open`.
 
 Importing Beam costs a second or more, which a command or a small local job that never needs
 it does not pay (docs/cli.md).
@@ -23,22 +24,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import IO, Any
+
+from transforms.fs_match import FileSystemError, match_azure, match_local
 
 __all__ = [
     "CompressionTypes",
-    "FileMetadata",
-    "FileSystemError",
     "FileSystems",
-    "MatchResult",
     "exists",
     "is_local",
     "join",
     "match",
     "open_read",
     "set_beam_options",
-    "translate_pattern",
 ]
 
 _OCTET_STREAM = "application/octet-stream"
@@ -75,44 +74,6 @@ class CompressionTypes:
         return cls.UNCOMPRESSED
 
 
-class FileMetadata:
-    """One matched file, as Beam's `FileMetadata`: path, size and modification time."""
-
-    def __init__(self, path: str, size_in_bytes: int, last_updated_in_seconds: float = 0.0) -> None:
-        self.path = path
-        self.size_in_bytes = size_in_bytes
-        self.last_updated_in_seconds = last_updated_in_seconds
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FileMetadata) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def _key(self) -> tuple[str, int, float]:
-        return (self.path, self.size_in_bytes, self.last_updated_in_seconds)
-
-    def __repr__(self) -> str:
-        return f"FileMetadata({self.path}, {self.size_in_bytes}, {self.last_updated_in_seconds})"
-
-
-class MatchResult:
-    """The files one pattern matched, as Beam's `MatchResult`."""
-
-    def __init__(self, pattern: str, metadata_list: list[FileMetadata]) -> None:
-        self.pattern = pattern
-        self.metadata_list = metadata_list
-
-
-class FileSystemError(OSError):
-    """A batch operation on local files failed (Beam's `BeamIOError`): `exception_details`
-    maps each failed path (or pattern, or pair of paths) to its error."""
-
-    def __init__(self, msg: str, exception_details: dict | None = None) -> None:
-        super().__init__(f"{msg} with exceptions {exception_details}")
-        self.exception_details = exception_details
-
-
 def _beam() -> Any:
     from apache_beam.io.filesystems import FileSystems as BeamFileSystems
 
@@ -132,83 +93,6 @@ def set_beam_options(args: Sequence[str]) -> None:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     BeamFileSystems.set_options(PipelineOptions(list(args)))
-
-
-def translate_pattern(pattern: str) -> str:
-    """A file pattern as a regular expression, as Beam's `FileSystem.translate_pattern`: fnmatch
-    syntax, except that `*` is `[^/\\\\]*` and `**` is `.*`; no way to quote a wildcard."""
-    i, n = 0, len(pattern)
-    out = ""
-    while i < n:
-        c = pattern[i]
-        i += 1
-        if c == "*":
-            if i < n and pattern[i] == "*":
-                out += ".*"
-                i += 1
-            else:
-                out += r"[^/\\]*"
-        elif c == "?":
-            out += "."
-        elif c == "[":
-            j = i
-            if j < n and pattern[j] == "!":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:
-                out += r"\["
-            else:
-                inside = pattern[i:j].replace("\\", "\\\\")
-                i = j + 1
-                if inside[0] == "!":
-                    inside = "^" + inside[1:]
-                elif inside[0] == "^":
-                    inside = "\\" + inside
-                out = f"{out}[{inside}]"
-        else:
-            out += re.escape(c)
-    return r"(?ms)" + out + r"\Z"
-
-
-def _metadata(path: str) -> FileMetadata:
-    stat = os.stat(path)
-    return FileMetadata(path, stat.st_size, stat.st_mtime)
-
-
-def _list_tree(root: str) -> Iterator[FileMetadata]:
-    """Every file under `root`, at any depth, in `os.walk`'s order (Beam's local listing)."""
-    if not os.path.exists(root):
-        return
-    try:
-        for dirpath, _, files in os.walk(root):
-            for name in files:
-                path = os.path.join(dirpath, name)
-                try:
-                    yield _metadata(path)
-                except OSError:  # gone since listed
-                    pass
-    except Exception as err:
-        raise FileSystemError("List operation failed", {root: err}) from err
-
-
-def _match_local(pattern: str, limit: int | None) -> MatchResult:
-    if pattern.endswith(("/", "\\")):
-        pattern += "*"
-    prefix = re.match(r"^[^[*?]*", pattern).group(0)  # before the first wildcard
-    if prefix == pattern:  # no wildcard: the path itself, a directory too
-        found = [_metadata(pattern)] if os.path.exists(pattern) else []
-    else:
-        found = _list_tree(os.path.dirname(prefix))
-    matches = re.compile(translate_pattern(pattern)).match
-    listed: list[FileMetadata] = []
-    for meta in (m for m in found if matches(m.path)):
-        if limit is not None and len(listed) >= limit:
-            break
-        listed.append(meta)
-    return MatchResult(pattern, listed)
 
 
 def _delete_local(paths: Sequence[str]) -> None:
@@ -238,26 +122,6 @@ def _azure_client_missing() -> type[OSError]:
     return AzureClientMissingError
 
 
-def _match_azure(pattern: str, limit: int | None) -> MatchResult:
-    """Beam's match semantics (as `_match_local`) over the blobs of an azfs:// container."""
-    from transforms import fs_azure
-
-    if pattern.endswith("/"):
-        pattern += "*"
-    prefix = re.match(r"^[^[*?]*", pattern).group(0)
-    if prefix == pattern:  # no wildcard: that blob, or nothing
-        found = fs_azure.stat(pattern)
-        return MatchResult(pattern, [] if found is None else [FileMetadata(pattern, *found)])
-    matches = re.compile(translate_pattern(pattern)).match
-    listed: list[FileMetadata] = []
-    for path, size, modified in fs_azure.list_under(prefix):
-        if limit is not None and len(listed) >= limit:
-            break
-        if matches(path):
-            listed.append(FileMetadata(path, size, modified))
-    return MatchResult(pattern, listed)
-
-
 def _delete_azure(paths: Sequence[str]) -> None:
     """Beam's delete on azfs://: a path ending in `/` deletes every blob under it, a pattern
     the blobs it matches, a name that blob; what is not there is no failure (as on gs://)."""
@@ -268,7 +132,7 @@ def _delete_azure(paths: Sequence[str]) -> None:
         if path.endswith("/"):
             names.extend(found for found, _, _ in fs_azure.list_under(path))
         elif re.search(r"[\[*?]", path):
-            names.extend(m.path for m in _match_azure(path, None).metadata_list)
+            names.extend(m.path for m in match_azure(path, None).metadata_list)
         else:
             names.append(path)
     fs_azure.delete(names)
@@ -392,7 +256,7 @@ class FileSystems:
 
     @staticmethod
     def match(patterns: Sequence[str], limits: Sequence[int | None] | None = None) -> list:
-        """One `MatchResult` per pattern (Beam's pattern syntax, see `translate_pattern`)."""
+        """One `MatchResult` per pattern (Beam's pattern syntax, transforms/fs_match.py)."""
         if len(patterns) == 0:
             return []
         azure = _is_azure(patterns[0])
@@ -405,7 +269,7 @@ class FileSystems:
         results = []
         for pattern, limit in zip(patterns, limits, strict=True):
             try:
-                results.append((_match_azure if azure else _match_local)(pattern, limit))
+                results.append((match_azure if azure else match_local)(pattern, limit))
             except Exception as err:
                 if azure and isinstance(err, _azure_client_missing()):  # says what to install
                     raise

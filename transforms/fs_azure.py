@@ -9,7 +9,7 @@ What Beam 2.77 gets wrong there, and so what is done here:
   returning False (`BlobStorageIO._blob_properties` turns the `ResourceNotFoundError` into an
   error `exists` does not catch);
 - `match` of a path without a wildcard: Beam's `FileSystem.match` asks `exists` first, so it
-  raises too instead of matching nothing (transforms/fs.py matches with `stat` and
+  raises too instead of matching nothing (transforms/fs_match.py matches with `stat` and
   `list_under`);
 - `delete` of a blob that is not there: Beam's reports the 404 as a failed delete, where a
   gs:// or s3:// delete of a missing object succeeds;

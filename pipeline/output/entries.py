@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from transforms import fs
 from transforms.confine import check_inside
+from transforms.fs_match import translate_pattern
 
 __all__ = [
     "EntryKindError",
@@ -188,13 +189,13 @@ def walk(root: str) -> Iterator[tuple[str, int]]:
 
 def list_files(output: str, patterns: Sequence[str]) -> list[str]:
     """The files below `output` (links included as entries, never followed) whose path matches
-    one of `patterns` (Beam's pattern syntax, transforms/fs.py), in listing order. A pattern
+    one of `patterns` (Beam's pattern syntax, transforms/fs_match.py), in listing order. A pattern
     must lie below `output`. Object stores: Beam's own match."""
     if not patterns:
         return []
     if not _local(output):
         return [m.path for r in fs.FileSystems.match(list(patterns)) for m in r.metadata_list]
-    compiled = [re.compile(fs.translate_pattern(p)) for p in patterns]
+    compiled = [re.compile(translate_pattern(p)) for p in patterns]
     return [
         path
         for path, mode in walk(output)
