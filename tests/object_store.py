@@ -253,8 +253,9 @@ def check_lease_calls(emulator: Emulator, output: str) -> None:
 def check_incremental_spans(emulator: Emulator, output: str, upload, tmp_path: Path) -> None:
     """`convert --incremental` on the store: a first span of two inputs; then, with one input
     rewritten, a new one and a leftover object of a run that did not commit, one run with
-    --reconvert-changed makes span 2 of all three and removes span 1 and the leftover; a run
-    with nothing new writes nothing. The dataset reads back as the inputs, each row once."""
+    --reconvert-changed makes span 2 of all three and removes span 1, the leftover and the
+    statistics of span 1's commit; a run with nothing new writes nothing. The dataset reads back
+    as the inputs, each row once."""
     from pipeline.output.dataset import read_dataset
     from pipeline.reader.arrays import iter_batches
 
@@ -289,7 +290,18 @@ def check_incremental_spans(emulator: Emulator, output: str, upload, tmp_path: P
     assert dataset is not None and dataset.numbers == [2]
     assert [i.rows for i in dataset.spans[0].inputs] == [50, 70, 5]
     names = objects(emulator, output)
-    assert {n.split("/", 1)[0] for n in names} == {"dataset.json", "span-00002"}  # no lease
+    assert {n.split("/", 1)[0] for n in names} == {"dataset.json", "span-00002", "statistics"}
+    whole = sorted(n for n in names if n.startswith("statistics/"))  # span 1's are removed
+    assert whole == [
+        "statistics/after-span-00002/train/FeatureStats.pb",
+        "statistics/after-span-00002/train/sketches.npz",
+    ]
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    with FileSystems.open(f"{output}/{whole[0]}") as f:
+        stats.ParseFromString(f.read())
+    assert stats.datasets[0].num_examples == 125  # the whole dataset's rows
     ids = sorted(v for b in iter_batches(output, batch_size=1000) for v in b["id"].tolist())
     assert ids == [*range(50), *range(500, 570), *range(900, 905)]
     third = run_cli_captured(["convert", "--input", pattern, "--output", output, "--incremental"])

@@ -163,6 +163,87 @@ def test_a_changed_input_stops_the_run_unless_reconverted(tmp_path):
     assert verify.code == 0, verify.out
 
 
+def _statistics(path: Path):
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    out = statistics_pb2.DatasetFeatureStatisticsList()
+    out.ParseFromString(path.read_bytes())
+    return out
+
+
+def _same_statistics(whole: Path, one_run: Path) -> None:
+    """The dataset's statistics equal one run's over the same inputs: every count, extreme,
+    quantile, histogram and top value; the mean and deviation up to the rounding of the sums."""
+    a, b = _statistics(whole), _statistics(one_run)
+    assert a.datasets[0].num_examples == b.datasets[0].num_examples
+    for fa, fb in zip(a.datasets[0].features, b.datasets[0].features, strict=True):
+        if fa.WhichOneof("stats") == "num_stats":
+            for field in ("mean", "std_dev"):
+                x, y = getattr(fa.num_stats, field), getattr(fb.num_stats, field)
+                assert np.isclose(x, y, rtol=1e-9), (fa.path.step[0], field, x, y)
+                fa.num_stats.ClearField(field)
+                fb.num_stats.ClearField(field)
+        assert fa == fb, fa.path.step[0]
+
+
+def _whole(ds: Path) -> Path:
+    found = json.loads((ds / "dataset.json").read_text(encoding="utf-8"))["statistics"]
+    return ds / found["dir"] / "train" / "FeatureStats.pb"
+
+
+def test_the_dataset_statistics_are_one_runs_over_its_inputs(tmp_path):
+    """Each commit merges the new span's saved accumulators into the dataset's statistics: the
+    same as one run over every live span's inputs, also once a span is retired."""
+    ds = tmp_path / "ds"
+    _write(tmp_path / "in", "a.parquet", 0, rows=3000)
+    _write(tmp_path / "in", "b.parquet", 5000, rows=2500)
+    assert _run(tmp_path).code == 0
+    _write(tmp_path / "in", "c.parquet", 9000, rows=1200)
+    assert _run(tmp_path).code == 0
+    one = tmp_path / "one"
+    plain = ["convert", "--input", str(tmp_path / "in" / "*.parquet"), "--overwrite"]
+    assert run_cli_captured([*plain, "--output", str(one)]).code == 0
+    assert _whole(ds) == ds / "statistics" / "after-span-00002" / "train" / "FeatureStats.pb"
+    _same_statistics(_whole(ds), one / "statistics" / "train" / "FeatureStats.pb")
+    assert _statistics(_whole(ds)).datasets[0].num_examples == 6700
+    report = run_cli_captured(["report", str(ds)])
+    assert report.code == 0, report.err
+    assert "statistics: train)" in report.out  # the whole, not the spans side by side
+
+    _write(tmp_path / "in", "b.parquet", 20_000, rows=700)  # rewritten: span 1 retired
+    assert _run(tmp_path, "--reconvert-changed").code == 0
+    assert run_cli_captured([*plain, "--output", str(one)]).code == 0
+    assert sorted(p.name for p in (ds / "statistics").iterdir()) == ["after-span-00003"]
+    _same_statistics(_whole(ds), one / "statistics" / "train" / "FeatureStats.pb")
+    assert _statistics(_whole(ds)).datasets[0].num_examples == 4900
+
+    ledger = json.loads((ds / "dataset.json").read_text(encoding="utf-8"))
+    ledger["statistics"]["dir"] = "../elsewhere"  # edited by hand: never followed
+    (ds / "dataset.json").write_text(json.dumps(ledger), encoding="utf-8")
+    refused = run_cli_captured(["inspect", str(ds)])
+    assert refused.code != 0 and "'../elsewhere'" in refused.err + refused.out
+
+
+def test_a_span_without_accumulators_leaves_the_spans_side_by_side(tmp_path):
+    """A span whose accumulators are damaged (or were never saved): no statistics of the whole
+    are made up, a warning names the file, and the report shows each span's."""
+    ds = tmp_path / "ds"
+    _write(tmp_path / "in", "a.parquet", 0)
+    assert _run(tmp_path).code == 0
+    (ds / "span-00001" / "statistics" / "train" / "sketches.npz").write_bytes(b"damaged")
+    ledger = json.loads((ds / "dataset.json").read_text(encoding="utf-8"))
+    del ledger["statistics"]
+    (ds / "dataset.json").write_text(json.dumps(ledger), encoding="utf-8")
+    _write(tmp_path / "in", "b.parquet", 100, rows=9)
+    second = _run(tmp_path)
+    assert second.code == 0, second.err
+    assert "warning: no statistics of the whole dataset:" in second.err
+    assert "span-00001/statistics/train/sketches.npz: not a statistics accumulator" in second.err
+    assert "statistics" not in json.loads((ds / "dataset.json").read_text(encoding="utf-8"))
+    report = run_cli_captured(["report", str(ds)])
+    assert "statistics: train (span-00001), train (span-00002)" in report.out
+
+
 def test_overwrite_converts_every_input_into_one_new_span(tmp_path):
     a = _write(tmp_path / "in", "a.parquet", 0)
     assert _run(tmp_path).code == 0
@@ -171,7 +252,12 @@ def test_overwrite_converts_every_input_into_one_new_span(tmp_path):
     result = _run(tmp_path, "--overwrite")
     assert result.code == 0, result.err
     assert (_summary(result)["span"], _summary(result)["retired"]) == (3, [1, 2])
-    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["dataset.json", "span-00003"]
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [
+        "dataset.json",
+        "span-00003",
+        "statistics",
+    ]
+    assert [p.name for p in (tmp_path / "ds" / "statistics").iterdir()] == ["after-span-00003"]
     assert _rows(tmp_path / "ds") == _source(a, b)
 
 
@@ -427,9 +513,7 @@ def test_verify_inspect_and_report_read_the_dataset(tmp_path):
     assert summary["rows"] == 49 and summary["features"]["x"]["null_count"] == 14 + 3
     report = run_cli_captured(["report", str(ds)])
     assert report.code == 0, report.err
-    assert "statistics: train (span-00001), train (span-00002)" in report.out
-    page = (ds / "report.html").read_text(encoding="utf-8")
-    assert "train (span-00002)" in page
+    assert "statistics: train)" in report.out  # the whole dataset's (merged at each commit)
     (ds / "span-00007").mkdir()  # a leftover of a run that did not finish
     (ds / "dataset.json.tmp-123").write_text("{", encoding="utf-8")  # a commit not renamed
     stale = run_cli_captured(["verify", str(ds)])
@@ -444,6 +528,7 @@ def test_verify_inspect_and_report_read_the_dataset(tmp_path):
         "report.html",
         "span-00001",
         "span-00002",
+        "statistics",
     ]
 
 
@@ -468,6 +553,10 @@ def test_csv_inputs_and_the_beam_engine(tmp_path):
     )
     assert [i for i, _ in got] == [1, 2, 3, 4]
     assert [s.rows for s in dataset.spans] == [3, 1]
+    whole = _statistics(_whole(tmp_path / "ds")).datasets[0]  # Beam's span and in-process's
+    v = next(f for f in whole.features if f.path.step[0] == "v").num_stats
+    assert (whole.num_examples, v.common_stats.num_non_missing, v.num_zeros) == (4, 3, 1)
+    assert (v.min, v.max, v.mean) == (0, 7, 4)
 
 
 def test_compare_inputs():
@@ -551,7 +640,11 @@ def test_plan_says_what_the_next_span_would_convert(tmp_path):
     assert summary["incremental"]["span"] == 2
     assert summary["incremental"]["inputs"] == {"new": 1, "changed": 0, "gone": 0, "unchanged": 1}
     assert summary["read"]["files"] == 1 and summary["read"]["rows"] == 9
-    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == ["dataset.json", "span-00001"]
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [
+        "dataset.json",
+        "span-00001",
+        "statistics",
+    ]  # plan wrote nothing
 
 
 def test_a_new_csv_reads_its_columns_as_the_first_span_did(tmp_path):

@@ -14,8 +14,9 @@ One run, under the dataset's lease (`<output>/_LEASE`, so two runs are one after
    `span-NNNNN/`, its lease, checks, engine and manifest, with the schema-drift gate against
    the last span (a new column fails too: the spans of a dataset share one set of features)
    and the fitted transforms of the last span reused (`--refit` fits them again);
-4. commit: dataset.json rewritten with the span and its inputs (the ledger), then the
-   retired spans' directories removed.
+4. commit (pipeline/cli/span_run.py): the whole dataset's statistics merged from the spans'
+   saved accumulators, dataset.json rewritten with the span, its inputs (the ledger) and those
+   statistics, then the retired spans' directories and earlier statistics removed.
 
 A run killed before step 4 leaves the dataset as it was (its readers see the committed spans);
 the next run removes the unfinished span and converts the same inputs again.
@@ -27,17 +28,15 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from pipeline.cli.convert import Run, configured, run_config
-from pipeline.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_error
+from pipeline.cli.errors import EXIT_OK, EXIT_USAGE, print_error
 from pipeline.cli.joblog import JobLog, job_log
-from pipeline.cli.summary import run_summary, summary_line
-from pipeline.engines.interface import EngineResult
+from pipeline.cli.span_run import SpanPlan, SpanRun, remove_spans
 from pipeline.job.config import JobConfig
 from pipeline.job.errors import ConfigError
 from pipeline.job.plan import JobPlan
@@ -45,11 +44,9 @@ from pipeline.output.dataset import (
     Dataset,
     InputChanges,
     LedgerInput,
-    SpanEntry,
     compare_inputs,
     read_dataset,
     span_name,
-    write_dataset,
 )
 from pipeline.output.dataset.ledger import TEMP_PREFIX, span_dirs
 from pipeline.output.entries import delete
@@ -61,15 +58,6 @@ from transforms.read.inputs import match_input_metadata
 from transforms.read.partitions import partition_segments
 
 __all__ = ["SpanPlan", "Survey", "convert_incremental", "plan_span", "preview", "survey"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SpanPlan:
-    """The next span: its number, the inputs it converts, the spans it retires."""
-
-    number: int
-    inputs: tuple[LedgerInput, ...]
-    retire: tuple[int, ...] = ()
 
 
 def plan_span(
@@ -108,101 +96,12 @@ def _found_inputs(patterns: Sequence[str]) -> list[LedgerInput]:
     ]
 
 
-def _remove_spans(output: str, numbers: Sequence[int], found: dict[int, list[str]]) -> None:
-    paths = [p for n in numbers for p in found.get(n, [])]
-    delete(output, paths)
-
-
 def _lease_options(output: str, beam_args: Sequence[str]) -> Any:
     if fs.is_local(output):
         return None
     from apache_beam.options.pipeline_options import PipelineOptions
 
     return PipelineOptions(list(beam_args))
-
-
-def _input_rows(plan: JobPlan) -> dict[str, int | None]:
-    """Rows per input file, where the plan knows them (Parquet row groups); None elsewhere."""
-    rows: dict[str, int | None] = {}
-    for item in plan.work:
-        path = os.path.abspath(item.path) if fs.is_local(item.path) else item.path
-        known = rows.get(path, 0)
-        rows[path] = None if item.num_rows is None or known is None else known + item.num_rows
-    return rows
-
-
-class SpanRun(Run):
-    """A span's run: its summary names the dataset and the span, and its success commits the
-    span to dataset.json before it is reported."""
-
-    def __init__(self, run: Run, dataset_dir: str, dataset: Dataset, step: SpanPlan) -> None:
-        super().__init__(run.output)
-        self.start = run.start
-        self.date = run.date
-        self.dataset_dir = dataset_dir
-        self.dataset = dataset
-        self.step = step
-        self.plan: JobPlan | None = None
-        self.facts: dict[str, Any] = {}
-
-    def report(self, code: int, status: str, **extra: Any) -> int:
-        summary = run_summary(
-            status=status,
-            exit_code=code,
-            seconds=time.monotonic() - self.start,
-            output=self.dataset_dir,
-            date=self.date,
-            **{**self.facts, **extra},
-        )
-        print(summary_line(summary), flush=True)
-        return code
-
-    def _commit(self, result: EngineResult) -> Dataset:
-        manifest = result.manifest
-        assert manifest is not None and self.plan is not None  # a succeeded run committed one
-        rows = _input_rows(self.plan)
-        inputs = tuple(dataclasses.replace(i, rows=rows.get(i.path)) for i in self.step.inputs)
-        preprocess = self.plan.preprocess
-        transform = None
-        if self.plan.artifacts is not None:
-            transform = "reused"
-        elif preprocess is not None and preprocess.analyzers():
-            transform = "fitted"
-        entry = SpanEntry(
-            self.step.number,
-            str(manifest.created),
-            int(manifest.rows or 0),
-            manifest.bad_row_count,
-            inputs,
-            transform,
-        )
-        dataset = self.dataset.with_span(entry, self.step.retire)
-        write_dataset(self.dataset_dir, dataset)
-        return dataset
-
-    def succeeded(self, result: EngineResult, write_report: bool) -> int:
-        try:
-            dataset = self._commit(result)
-        except (OSError, ValueError) as err:
-            message = f"the span is complete, but the dataset could not commit it: {err}"
-            print(f"tfrecord-etl: error: {message}", file=sys.stderr)
-            return self.report(EXIT_FAILED, "failed", **result.facts, error=message)
-        if self.step.retire:
-            try:
-                _remove_spans(self.dataset_dir, self.step.retire, span_dirs(self.dataset_dir))
-            except (OSError, ValueError) as err:
-                print(
-                    f"tfrecord-etl: warning: could not remove the retired span(s) "
-                    f"{list(self.step.retire)}: {err} (the next run removes them)",
-                    file=sys.stderr,
-                )
-        self.facts["dataset_rows"] = dataset.rows
-        self.facts["spans"] = dataset.numbers
-        print(
-            f"dataset: {self.dataset_dir}  span {self.step.number} committed "
-            f"({len(dataset.spans)} live span(s), {dataset.rows} rows in all)"
-        )
-        return super().succeeded(result, write_report)
 
 
 def convert_incremental(
@@ -285,6 +184,7 @@ def _span_config(config: JobConfig, dataset: Dataset, step: SpanPlan, refit: boo
         overwrite=False,
         expect_schema=last or config.expect_schema,
         transform_artifacts=artifacts,
+        sketches=True,  # merged into the whole dataset's statistics at the commit
     )
 
 
@@ -363,7 +263,7 @@ def _under_lease(
     if fs.is_local(output) and os.path.isdir(output):  # a commit killed before its rename
         delete(output, [e.path for e in os.scandir(output) if e.name.startswith(TEMP_PREFIX)])
     if unlisted:
-        _remove_spans(output, unlisted, on_disk)
+        remove_spans(output, unlisted, on_disk)
         names = ", ".join(span_name(n) for n in unlisted)
         _note(log, f"removed {names}: not committed to the dataset (a run that did not finish)")
     for then, span in changes.gone:

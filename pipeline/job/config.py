@@ -67,6 +67,8 @@ class JobConfig:
     sequence: SequenceOptions | None = None  # SequenceExamples instead of Examples
     files: tuple[FileColumn, ...] = ()  # columns of file references read into the records
     stats: bool = True  # feature statistics per split (transforms/stats/)
+    sketches: bool = False  # each split's statistics accumulator saved too (statistics/<split>/
+    # sketches.npz): set for the spans of an incremental dataset, which merges them (not recorded)
     report: bool = False  # write report.html after the run (not recorded in the manifest)
     index: bool = False  # an index file beside each shard (transforms/write/index.py)
     engine: str = "auto"  # what runs the job (pipeline/engines/choose.py; not recorded)

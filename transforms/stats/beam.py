@@ -10,6 +10,7 @@ import apache_beam as beam
 from transforms.encode.schema import FeatureSpec
 from transforms.stats.features import SplitStats
 from transforms.stats.proto import write_statistics
+from transforms.stats.sketches_file import write_sketches
 
 __all__ = ["MergeSplitStats", "MergeStatistics", "WriteStatistics"]
 
@@ -48,24 +49,34 @@ def _write_all(
     output_dir: str,
     splits: Sequence[str],
     specs: Sequence[FeatureSpec],
+    sketches: bool,
 ) -> dict[str, str]:
-    return {
-        name: write_statistics(output_dir, name, stats.get(name, SplitStats()), specs)
-        for name in splits
-    }
+    written = {}
+    for name in splits:
+        split_stats = stats.get(name, SplitStats())
+        written[name] = write_statistics(output_dir, name, split_stats, specs)
+        if sketches:
+            write_sketches(output_dir, name, split_stats)
+    return written
 
 
 class WriteStatistics(beam.PTransform):
     """(split, SplitStats) -> one {split: statistics file relative to the output} once every
-    split's statistics are written (a split no row reached gets a file of zero counts)."""
+    split's statistics are written (a split no row reached gets a file of zero counts);
+    with `sketches`, each split's accumulator is saved beside them (sketches_file.py)."""
 
     def __init__(
-        self, output_dir: str, splits: Sequence[str], specs: Sequence[FeatureSpec]
+        self,
+        output_dir: str,
+        splits: Sequence[str],
+        specs: Sequence[FeatureSpec],
+        sketches: bool = False,
     ) -> None:
         super().__init__()
         self._output_dir = output_dir
         self._splits = tuple(splits)
         self._specs = tuple(specs)
+        self._sketches = sketches
 
     def expand(self, stats: beam.PCollection) -> beam.PCollection:
         return (
@@ -78,5 +89,6 @@ class WriteStatistics(beam.PTransform):
                 self._output_dir,
                 self._splits,
                 self._specs,
+                self._sketches,
             )
         )

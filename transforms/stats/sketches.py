@@ -158,6 +158,10 @@ class Sample:
         self._aside: list[tuple[np.ndarray, np.ndarray]] = []
         self._aside_count = 0
         self._bound: int | None = None
+        if len(self._priorities) > k:
+            raise ValueError(f"{len(self._priorities)} values given to a sample of {k}")
+        if len(self._priorities) == k:  # full (a sample read back): its bound, as it was
+            self._bound = int(self._priorities.max())
 
     @property
     def values(self) -> np.ndarray:

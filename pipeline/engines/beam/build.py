@@ -96,7 +96,7 @@ def build_pipeline(
             encoded.statistics | "MergeStatistics" >> MergeStatistics()
         )  # (split, SplitStats): the encoder's per bundle, merged per split
         written = split_stats | "WriteStatistics" >> WriteStatistics(
-            config.output, [name for name, _ in config.splits], plan.specs
+            config.output, [name for name, _ in config.splits], plan.specs, config.sketches
         )  # one {split: path relative to the output}
         statistics["statistics"] = beam.pvalue.AsSingleton(written)
     shards = []

@@ -71,6 +71,7 @@ from transforms.read.work import ReadTask
 from transforms.stats.accumulator import StatisticsAccumulator
 from transforms.stats.features import SplitStats
 from transforms.stats.proto import write_statistics
+from transforms.stats.sketches_file import write_sketches
 from transforms.write.files import ShardFile, ShardPart
 from transforms.write.finalize import finalize_shards
 from transforms.write.grouped.pieces import SpillRef
@@ -345,12 +346,12 @@ def run_in_process(
         )  # fmt: skip
     written = None
     if merged.statistics is not None:  # a split no row reached gets a file of zero counts
-        written = {
-            name: write_statistics(
-                config.output, name, merged.statistics.splits.get(name, SplitStats()), plan.specs
-            )
-            for name, _ in job.splits
-        }
+        written = {}
+        for name, _ in job.splits:
+            split_stats = merged.statistics.splits.get(name, SplitStats())
+            written[name] = write_statistics(config.output, name, split_stats, plan.specs)
+            if config.sketches:  # a span of an incremental dataset: merged into the whole's
+                write_sketches(config.output, name, split_stats)
     error_files = write_error_lines(fs.join(config.output, ERRORS_DIR), merged.bad)
     indexes = None
     if config.index:  # each shard's index, on the workers (an inflate of the shard for gzip)

@@ -12,7 +12,9 @@ of the inputs each span converted (`convert --incremental`, pipeline/cli/increme
   `span-NNNNN`, so a hand-edited ledger cannot point outside the dataset) and written (the
   dataset's commit point), and how the inputs found now compare with it;
 - `whole`: the dataset read as one output: a manifest that lists every live span's shards
-  (`read_output_manifest`, what the readers, `inspect` and the drift gate call).
+  (`read_output_manifest`, what the readers, `inspect` and the drift gate call);
+- `statistics`: the whole dataset's statistics, merged from the spans' saved accumulators at
+  each commit (`merge_whole_statistics`), and earlier ones removed (`remove_stale`).
 
 May import: pipeline/output and transforms/ only.
 """
@@ -23,6 +25,7 @@ from pipeline.output.dataset.ledger import (
     InputChanges,
     LedgerInput,
     SpanEntry,
+    WholeStatistics,
     compare_inputs,
     is_dataset,
     read_dataset,
@@ -37,6 +40,7 @@ __all__ = [
     "InputChanges",
     "LedgerInput",
     "SpanEntry",
+    "WholeStatistics",
     "compare_inputs",
     "is_dataset",
     "read_dataset",

@@ -14,6 +14,10 @@ holds, None for CSV and JSON Lines (counted for the span as a whole).
 A span's directory is always `span-NNNNN` of its number: `read_dataset` refuses any other name
 (an absolute path, `..`, a scheme), so a hand-edited ledger never makes a reader, `verify` or a
 re-run reach outside the dataset.
+
+`statistics` names the statistics of the whole dataset (every live span's rows, merged by
+statistics.py) and the spans they cover: `statistics/after-span-NNNNN/<split>/`, NNNNN the span
+whose commit wrote them; a split is named as a config names it (letters, digits, _).
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ __all__ = [
     "DATASET_NAME",
     "DATASET_VERSION",
     "TEMP_PREFIX",
+    "WHOLE_STATISTICS_DIR",
     "Dataset",
     "InputChanges",
     "LedgerInput",
     "SpanEntry",
+    "WholeStatistics",
     "compare_inputs",
     "is_dataset",
     "read_dataset",
@@ -50,6 +56,8 @@ DATASET_NAME = "dataset.json"
 DATASET_VERSION = 1
 TEMP_PREFIX = f"{DATASET_NAME}.tmp-"  # dataset.json being written on a local disk
 _SPAN = re.compile(r"span-(\d{5})\Z")
+WHOLE_STATISTICS_DIR = "statistics"  # the whole dataset's: statistics/after-span-NNNNN/<split>/
+_SPLIT = re.compile(r"[A-Za-z0-9_]+\Z")
 
 
 def span_name(number: int) -> str:
@@ -142,12 +150,47 @@ class SpanEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class WholeStatistics:
+    """The statistics of the whole dataset: the spans they cover, written by the commit of the
+    last of them, per split `<dir>/<split>/FeatureStats.pb` (and `sketches.npz`, to merge more
+    spans into)."""
+
+    spans: tuple[int, ...]
+    splits: tuple[str, ...]
+
+    @property
+    def dir(self) -> str:
+        return f"{WHOLE_STATISTICS_DIR}/after-{span_name(max(self.spans, default=0))}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spans": list(self.spans), "dir": self.dir, "splits": list(self.splits)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], path: str) -> WholeStatistics:
+        spans = tuple(int(s) for s in data["spans"])
+        splits = tuple(str(s) for s in data["splits"])
+        made = cls(spans, splits)
+        if not spans or data.get("dir") != made.dir or not all(_SPLIT.match(s) for s in splits):
+            raise ValueError(
+                f"{path}: statistics: {data.get('dir')!r} with splits {list(splits)}; the whole "
+                f"dataset's statistics are in {made.dir!r}, split names letters, digits and _"
+            )
+        return made
+
+
+@dataclasses.dataclass(frozen=True)
 class Dataset:
     """dataset.json: the live spans in order and the retired ones."""
 
     spans: tuple[SpanEntry, ...] = ()
     retired: tuple[SpanEntry, ...] = ()
     updated: str | None = None
+    statistics: WholeStatistics | None = None  # None: none that cover the live spans
+
+    def whole_statistics(self) -> WholeStatistics | None:
+        """The whole dataset's statistics when they cover exactly its live spans."""
+        s = self.statistics
+        return s if s is not None and list(s.spans) == self.numbers else None
 
     @property
     def rows(self) -> int:
@@ -183,13 +226,16 @@ class Dataset:
         return Dataset((*kept, new), (*self.retired, *retired), now)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "dataset_version": DATASET_VERSION,
             "updated": self.updated,
             "rows": self.rows,
             "spans": [s.to_json() for s in self.spans],
             "retired": [s.to_json() for s in self.retired],
         }
+        if self.statistics is not None:
+            out["statistics"] = self.statistics.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any, path: str) -> Dataset:
@@ -202,12 +248,14 @@ class Dataset:
         try:
             spans = tuple(SpanEntry.from_json(s, path) for s in data["spans"])
             retired = tuple(SpanEntry.from_json(s, path) for s in data.get("retired", []))
+            found = data.get("statistics")
+            statistics = None if found is None else WholeStatistics.from_json(found, path)
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}: a malformed entry: {err!r}") from err
         numbers = [s.span for s in (*spans, *retired)]
         if len(set(numbers)) != len(numbers):
             raise ValueError(f"{path}: a span number is listed twice: {sorted(numbers)}")
-        return cls(spans, retired, data.get("updated"))
+        return cls(spans, retired, data.get("updated"), statistics)
 
 
 def _path(output: str) -> str:

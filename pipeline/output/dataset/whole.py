@@ -10,9 +10,11 @@ manifests by `whole_manifest`:
 - the features are the spans' (every span has the same, the gate of `convert --incremental`
   sees to it), each with its null count summed over the spans: a column null in one span only
   is read as nullable in all (a `RaggedFeature` parses the spans without nulls as well);
-- `statistics` lists each span's statistics file per split, as `<split> (span-NNNNN)`: the
-  report shows the spans side by side (quantiles, histograms and distinct counts of two spans
-  do not add up to the whole's, so no merged figure is made up);
+- `statistics`: the whole dataset's, per split, when dataset.json names statistics that cover
+  every live span (merged from the spans' saved accumulators at each commit: statistics.py);
+  else, for spans written before their accumulators were saved, each span's statistics file
+  per split as `<split> (span-NNNNN)`, shown side by side (quantiles, histograms and distinct
+  counts of two spans cannot be added from their protos, so no merged figure is made up);
 - the other per-span files (schema.pbtxt, a layout's metadata, the fitted transform) stay the
   spans': read one span through its directory, `<output>/span-NNNNN`, a complete output.
 
@@ -34,6 +36,7 @@ from pipeline.output.manifest import (
     read_manifest,
 )
 from transforms import fs
+from transforms.stats.proto import STATISTICS_FILE
 
 __all__ = ["read_output_manifest", "whole_manifest"]
 
@@ -139,11 +142,15 @@ def whole_manifest(output: str, dataset: Dataset) -> Manifest:
     sources: list[str] = []
     for _, m in parts:
         sources += [s for s in m.sources if s not in sources]
-    statistics = {  # each span's, side by side: statistics of spans do not add up exactly
-        f"{split} ({prefix})": _prefixed(prefix, relative)
-        for prefix, m in parts
-        for split, relative in (m.statistics or {}).items()
-    }
+    whole = dataset.whole_statistics()
+    if whole is not None:
+        statistics = {split: f"{whole.dir}/{split}/{STATISTICS_FILE}" for split in whole.splits}
+    else:  # each span's, side by side: the protos of spans do not add up
+        statistics = {
+            f"{split} ({prefix})": _prefixed(prefix, relative)
+            for prefix, m in parts
+            for split, relative in (m.statistics or {}).items()
+        }
     rows = [m.rows for _, m in parts]
     return Manifest(
         compression=last.compression,
