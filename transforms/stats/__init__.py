@@ -2,6 +2,8 @@
 
 - `sketches`: the mergeable sketches (a bottom-k sample for quantiles, HyperLogLog, top-k).
 - `moments`, `values`: a batch's numbers and strings, in compiled passes.
+- `counter`: `FeatureStats`, one feature's accumulator (counts, moments, extremes, sketches)
+  and its merge.
 - `features`: a batch's statistics per feature added to a split's (`SplitStats.add`,
   `batch_statistics`), merged per split.
 - `accumulator`: `StatisticsAccumulator`, every split's statistics a batch at a time (no Beam).
