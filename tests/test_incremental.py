@@ -209,6 +209,17 @@ def test_the_dataset_statistics_are_one_runs_over_its_inputs(tmp_path):
     report = run_cli_captured(["report", str(ds)])
     assert report.code == 0, report.err
     assert "statistics: train)" in report.out  # the whole, not the spans side by side
+    assert run_cli_captured(["verify", str(ds)]).code == 0
+    saved = _whole(ds).read_bytes()
+    _whole(ds).write_bytes(
+        (ds / "span-00002" / "statistics" / "train" / "FeatureStats.pb").read_bytes()
+    )
+    wrong = run_cli_captured(["verify", str(ds)])
+    assert (
+        wrong.code == 1
+        and "the dataset's statistics count 1200 rows of train, its spans hold 6700" in wrong.out
+    )
+    _whole(ds).write_bytes(saved)
 
     _write(tmp_path / "in", "b.parquet", 20_000, rows=700)  # rewritten: span 1 retired
     assert _run(tmp_path, "--reconvert-changed").code == 0

@@ -18,6 +18,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
+from google.protobuf.message import DecodeError
+
 from pipeline.output.dataset import Dataset, read_dataset
 from pipeline.output.dataset.ledger import span_dirs, span_name
 from pipeline.output.manifest import Manifest, SplitRule, manifest_path, read_manifest
@@ -32,6 +34,7 @@ from pipeline.verify.files import (
 from pipeline.verify.records import RecordChecker
 from pipeline.verify.report import Finding, Findings, VerifyReport
 from transforms import fs
+from transforms.stats.proto import STATISTICS_FILE
 
 if TYPE_CHECKING:
     from pipeline.job.config import JobConfig
@@ -92,8 +95,9 @@ def verify_dataset(
 ) -> VerifyReport:
     """Check every live span of the incremental dataset in `output` as an output of its own
     (with `source`: each against the inputs its own run read, unless `source` names them), and
-    the dataset: each span dataset.json lists is there with the rows and bad rows it says, and
-    no other span directory is (a run that did not finish, a retired span not yet removed)."""
+    the dataset: each span dataset.json lists is there with the rows and bad rows it says, no
+    other span directory is (a run that did not finish, a retired span not yet removed), and
+    the whole dataset's statistics count each split's rows."""
     if source is not None and source.inputs:
         raise ValueError(
             f"{output}: an incremental dataset is compared with its sources span by span, each "
@@ -142,7 +146,40 @@ def verify_dataset(
             )
         checked = _add_checked(checked, report.checked)
     checked["spans"] = dataset.numbers
+    if checked:
+        _check_whole_statistics(output, dataset, checked, findings)
     return VerifyReport(output, checked, findings)
+
+
+def _check_whole_statistics(
+    output: str, dataset: Dataset, checked: dict[str, Any], findings: Findings
+) -> None:
+    """The whole dataset's statistics (when dataset.json names them) count each split's rows."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    whole = dataset.whole_statistics()
+    if whole is None:
+        return
+    for split in whole.splits:
+        path = fs.join(output, *whole.dir.split("/"), split, STATISTICS_FILE)
+        rows = checked["manifest"]["splits"].get(split, {}).get("rows", 0)
+        stats = statistics_pb2.DatasetFeatureStatisticsList()
+        try:
+            with fs.open_read(path) as f:
+                stats.ParseFromString(f.read())
+            counted = stats.datasets[0].num_examples
+        except (OSError, IndexError, DecodeError) as err:
+            findings.add(Finding("files", f"{path}: the dataset's statistics: {err}", file=path))
+            continue
+        if counted != rows:
+            findings.add(
+                Finding(
+                    "counts",
+                    f"{path}: the dataset's statistics count {counted} rows of {split}, its "
+                    f"spans hold {rows}",
+                    file=path,
+                )
+            )
 
 
 def _add_checked(total: dict[str, Any], one: dict[str, Any]) -> dict[str, Any]:
