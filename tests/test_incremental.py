@@ -679,3 +679,18 @@ def test_a_new_csv_reads_its_columns_as_the_first_span_did(tmp_path):
         ):
             got[i] = v if p else None
     assert got == {1: 2.5, 2: 0.0, 3: None, 4: None}
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"spans": [1], "dir": "statistics/after-span-00001", "splits": ["../x"]}, "split names"),
+        ({"spans": [1], "dir": "/elsewhere", "splits": ["train"]}, "'/elsewhere'"),
+        ({"spans": [2], "dir": "statistics/after-span-00001", "splits": ["train"]}, "after-span"),
+        ({"spans": ["x"], "dir": "statistics/after-span-00001", "splits": []}, "not a number"),
+    ],
+)
+def test_a_hand_edited_statistics_entry_is_refused(entry, message):
+    data = {"dataset_version": 1, "spans": [], "statistics": entry}
+    with pytest.raises(ValueError, match=message):
+        Dataset.from_json(data, "ds/dataset.json")

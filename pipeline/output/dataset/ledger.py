@@ -167,7 +167,10 @@ class WholeStatistics:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], path: str) -> WholeStatistics:
-        spans = tuple(int(s) for s in data["spans"])
+        try:
+            spans = tuple(int(s) for s in data["spans"])
+        except ValueError as err:
+            raise ValueError(f"{path}: statistics: a span that is not a number: {err}") from err
         splits = tuple(str(s) for s in data["splits"])
         made = cls(spans, splits)
         if not spans or data.get("dir") != made.dir or not all(_SPLIT.match(s) for s in splits):
