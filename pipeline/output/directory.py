@@ -48,7 +48,7 @@ from pipeline.output.schema import SCHEMA_NAME
 from transforms import fs
 from transforms.deadletter import ERRORS_DIR
 from transforms.preprocess.artifacts import TRANSFORM_DIR
-from transforms.stats.proto import STATISTICS_DIR, STATISTICS_FILE
+from transforms.stats.paths import STATISTICS_DIR, STATISTICS_FILE
 from transforms.write.layout import TFX_SPLIT_DIR, shard_patterns
 
 __all__ = [

@@ -34,7 +34,7 @@ from pipeline.verify.files import (
 from pipeline.verify.records import RecordChecker
 from pipeline.verify.report import Finding, Findings, VerifyReport
 from transforms import fs
-from transforms.stats.proto import STATISTICS_FILE
+from transforms.stats.paths import STATISTICS_FILE
 
 if TYPE_CHECKING:
     from pipeline.job.config import JobConfig

@@ -8,6 +8,7 @@
   `batch_statistics`), merged per split.
 - `accumulator`: `StatisticsAccumulator`, every split's statistics a batch at a time (no Beam).
 - `proto`: `DatasetFeatureStatisticsList` per split, `statistics/<split>/FeatureStats.pb`.
+- `paths`: the names of those files (no import of the rest: `inspect` and `verify` use them).
 - `sketches_file`: a split's accumulator saved (`statistics/<split>/sketches.npz`) and read
   back, to merge the statistics of several runs (the spans of an incremental dataset).
 - `beam`: `MergeStatistics` and `WriteStatistics`.

@@ -22,6 +22,7 @@ from transforms.encode.features import NULL_POSITIONS, nulls_specs, row_lengths_
 from transforms.encode.schema import FeatureSpec
 from transforms.fs import FileSystems
 from transforms.stats.features import FeatureStats, SplitStats, stats_kind
+from transforms.stats.paths import STATISTICS_DIR, STATISTICS_FILE, statistics_path
 
 __all__ = [
     "STATISTICS_DIR",
@@ -32,15 +33,8 @@ __all__ = [
     "write_statistics",
 ]
 
-STATISTICS_DIR = "statistics"
-STATISTICS_FILE = "FeatureStats.pb"
 TOP_VALUES = 20
 _BUCKETS = 10
-
-
-def statistics_path(split: str) -> str:
-    """The statistics file of `split`, relative to the output directory."""
-    return f"{STATISTICS_DIR}/{split}/{STATISTICS_FILE}"
 
 
 def _quantiles_histogram(histogram, sample, total: int) -> None:  # noqa: ANN001

@@ -28,7 +28,7 @@ import pyarrow as pa
 from transforms import fs
 from transforms.fs import FileSystems
 from transforms.stats.features import FeatureStats, SplitStats
-from transforms.stats.proto import STATISTICS_DIR
+from transforms.stats.paths import SKETCHES_FILE, sketches_path
 from transforms.stats.sketches import HyperLogLog, Sample, TopK
 
 __all__ = [
@@ -40,16 +40,10 @@ __all__ = [
     "write_sketches",
 ]
 
-SKETCHES_FILE = "sketches.npz"
 _VERSION = 1
 _COUNTS = ("present", "missing", "values", "count", "zeros", "nans", "length_sum")
 _OPTIONAL = ("min_values", "max_values", "min_length", "max_length")
 _TOP_TYPES = {"string": pa.string(), "binary": pa.binary(), "large_string": pa.large_string()}
-
-
-def sketches_path(split: str) -> str:
-    """The accumulator file of `split`, relative to the output directory."""
-    return f"{STATISTICS_DIR}/{split}/{SKETCHES_FILE}"
 
 
 def _float(value: float) -> float | str:

@@ -35,9 +35,9 @@ from transforms import fs
 from transforms.encode.schema import FeatureSpec
 from transforms.fs import FileSystems
 from transforms.stats.features import SplitStats
-from transforms.stats.proto import STATISTICS_FILE, to_proto
+from transforms.stats.paths import SKETCHES_FILE, STATISTICS_FILE
+from transforms.stats.proto import to_proto
 from transforms.stats.sketches_file import (
-    SKETCHES_FILE,
     dump_sketches,
     load_sketches,
     read_sketches,

@@ -36,7 +36,7 @@ from pipeline.output.manifest import (
     read_manifest,
 )
 from transforms import fs
-from transforms.stats.proto import STATISTICS_FILE
+from transforms.stats.paths import STATISTICS_FILE
 
 __all__ = ["read_output_manifest", "whole_manifest"]
 
