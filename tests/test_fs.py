@@ -300,3 +300,30 @@ def test_an_azfs_path_without_the_azure_client_says_what_to_install(monkeypatch)
     (line,) = [line for line in result.err.splitlines() if line.startswith("tfrecord-etl: error")]
     assert "azfs:// paths need the Azure client: pip install 'tfrecord-etl[azure]'" in line
     assert "Traceback" not in result.err
+
+
+def test_beams_s3_calls_share_one_client_per_setting(monkeypatch):
+    """Beam's S3 filesystem builds a boto3 client per call (0.25 s each); shared here per
+    setting (transforms/fs_s3.py): the same options and environment give the same client,
+    another endpoint or other credentials another one. No request is made."""
+    from apache_beam.io.aws.clients.s3.boto3_client import Client
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.fs_s3 import share_s3_clients
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    share_s3_clients()
+    one = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:1"])
+    first = Client(options=one).client
+    assert Client(options=PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:1"])).client is first
+    assert (
+        Client(options=PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:2"])).client
+        is not first
+    )
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "c")  # other credentials from the environment
+    other = Client(options=one).client
+    assert other is not first and other._request_signer._credentials.access_key == "c"
+    assert first._request_signer._credentials.access_key == "a"
+    assert first.meta.endpoint_url == "http://127.0.0.1:1"

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from transforms.fs_match import FileSystemError, match_azure, match_local
+from transforms.fs_s3 import share_s3_clients
 
 __all__ = [
     "CompressionTypes",
@@ -79,6 +80,8 @@ def _beam() -> Any:
 
     if BeamFileSystems._pipeline_options is None:  # no pipeline built in this process yet
         set_beam_options([])
+    else:
+        share_s3_clients()
     return BeamFileSystems
 
 
@@ -92,6 +95,7 @@ def set_beam_options(args: Sequence[str]) -> None:
     from apache_beam.io.filesystems import FileSystems as BeamFileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    share_s3_clients()  # Beam builds a boto3 client per call otherwise (0.25 s each)
     BeamFileSystems.set_options(PipelineOptions(list(args)))
 
 
