@@ -78,6 +78,16 @@ def example_to_dict(example: tf.train.Example) -> dict[str, list[Any] | None]:
     return {name: feature_values(f) for name, f in example.features.feature.items()}
 
 
+def ragged_to_list(value: tf.RaggedTensor) -> list[Any]:
+    """`value.to_list()`, from its row splits in numpy: TensorFlow's own slices a tensor per row
+    below the first ragged level (seconds for a few hundred nested rows)."""
+    rows = value.flat_values.numpy().tolist()
+    for splits in reversed(value.nested_row_splits):
+        s = splits.numpy().tolist()
+        rows = [rows[a:b] for a, b in itertools.pairwise(s)]
+    return rows
+
+
 def read_manifest(output_dir: str | os.PathLike) -> dict[str, Any]:
     return json.loads((Path(output_dir) / "manifest.json").read_text(encoding="utf-8"))
 

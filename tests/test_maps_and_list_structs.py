@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import run_cli_captured
+from conftest import ragged_to_list, run_cli_captured
 from test_reader_arrays import assert_readers_agree
 
 from pipeline.output.manifest import read_manifest
@@ -108,7 +108,11 @@ def test_every_row_round_trips(output, source):
     got: dict[str, list] = {}
     for batch in load_dataset(str(output), batch_size=64):
         for name, value in batch.items():
-            rows = value.to_list() if isinstance(value, tf.RaggedTensor) else value.numpy().tolist()
+            rows = (
+                ragged_to_list(value)
+                if isinstance(value, tf.RaggedTensor)
+                else value.numpy().tolist()
+            )
             got.setdefault(name, []).extend(rows)
     order = np.argsort(got["id"], kind="stable")
     for name, rows in expected.items():

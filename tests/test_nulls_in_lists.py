@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import run_cli_captured
+from conftest import ragged_to_list, run_cli_captured
 from test_reader_arrays import assert_readers_agree
 
 from pipeline.output.manifest import read_manifest
@@ -296,7 +296,7 @@ def records(out: Path) -> collections.Counter:
 
 def _rows(value) -> list:
     if isinstance(value, tf.RaggedTensor):
-        return value.to_list()
+        return ragged_to_list(value)
     if isinstance(value, Ragged):
         return value.tolist()
     return value.numpy().tolist() if isinstance(value, tf.Tensor) else value.tolist()
