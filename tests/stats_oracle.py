@@ -125,3 +125,21 @@ def check_statistics(dataset: Any, expected: Mapping[str, Mapping[str, Any]]) ->
             elif want["lengths"]:
                 assert stats.min_num_bytes == min(want["lengths"]), name
                 assert stats.max_num_bytes == max(want["lengths"]), name
+
+
+def assert_same_statistics(a: Any, b: Any, rel_tol: float) -> None:
+    """Two `DatasetFeatureStatisticsList`s of the same rows merged in another order: equal in
+    every field but each numeric feature's mean and std_dev, which are summed in another order
+    and so equal to `rel_tol` (or both NaN). Neither message is changed."""
+    a, b = type(a).FromString(a.SerializeToString()), type(b).FromString(b.SerializeToString())
+    assert a.datasets[0].num_examples == b.datasets[0].num_examples
+    for fa, fb in zip(a.datasets[0].features, b.datasets[0].features, strict=True):
+        if fa.WhichOneof("stats") == "num_stats":
+            for field in ("mean", "std_dev"):
+                x, y = getattr(fa.num_stats, field), getattr(fb.num_stats, field)
+                assert (math.isnan(x) and math.isnan(y)) or math.isclose(
+                    x, y, rel_tol=rel_tol, abs_tol=1e-12
+                ), (fa.path.step[0], field, x, y)
+                fa.num_stats.ClearField(field)
+                fb.num_stats.ClearField(field)
+        assert fa == fb, fa.path.step[0]

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli_captured
+from stats_oracle import assert_same_statistics
 
 from pipeline.output.dataset import Dataset, LedgerInput, SpanEntry, compare_inputs, read_dataset
 from pipeline.reader.arrays import iter_batches
@@ -174,16 +175,7 @@ def _statistics(path: Path):
 def _same_statistics(whole: Path, one_run: Path) -> None:
     """The dataset's statistics equal one run's over the same inputs: every count, extreme,
     quantile, histogram and top value; the mean and deviation up to the rounding of the sums."""
-    a, b = _statistics(whole), _statistics(one_run)
-    assert a.datasets[0].num_examples == b.datasets[0].num_examples
-    for fa, fb in zip(a.datasets[0].features, b.datasets[0].features, strict=True):
-        if fa.WhichOneof("stats") == "num_stats":
-            for field in ("mean", "std_dev"):
-                x, y = getattr(fa.num_stats, field), getattr(fb.num_stats, field)
-                assert np.isclose(x, y, rtol=1e-9), (fa.path.step[0], field, x, y)
-                fa.num_stats.ClearField(field)
-                fb.num_stats.ClearField(field)
-        assert fa == fb, fa.path.step[0]
+    assert_same_statistics(_statistics(whole), _statistics(one_run), 1e-9)
 
 
 def _whole(ds: Path) -> Path:

@@ -36,6 +36,7 @@ __all__ = [
     "dump_sketches",
     "load_sketches",
     "read_sketches",
+    "read_sketches_file",
     "sketches_path",
     "write_sketches",
 ]
@@ -195,7 +196,11 @@ def write_sketches(output_dir: str, split: str, stats: SplitStats) -> str:
 def read_sketches(output_dir: str, split: str) -> SplitStats:
     """The accumulator `write_sketches` wrote for `split` in `output_dir`; FileNotFoundError
     without one, ValueError when it is malformed."""
-    path = fs.join(output_dir, *sketches_path(split).split("/"))
+    return read_sketches_file(fs.join(output_dir, *sketches_path(split).split("/")))
+
+
+def read_sketches_file(path: str) -> SplitStats:
+    """The accumulator saved in the file `path` (`read_sketches` of a file of any name)."""
     if not fs.exists(path):
         raise FileNotFoundError(f"{path}: no statistics accumulator")
     with fs.open_read(path) as f:

@@ -37,11 +37,7 @@ from transforms.fs import FileSystems
 from transforms.stats.features import SplitStats
 from transforms.stats.paths import SKETCHES_FILE, STATISTICS_FILE
 from transforms.stats.proto import to_proto
-from transforms.stats.sketches_file import (
-    dump_sketches,
-    load_sketches,
-    read_sketches,
-)
+from transforms.stats.sketches_file import dump_sketches, read_sketches, read_sketches_file
 
 __all__ = ["merge_whole_statistics", "remove_stale"]
 
@@ -53,14 +49,9 @@ def _span_sketches(output: str, span: str, splits: Sequence[str]) -> dict[str, S
 
 def _read_whole(output: str, whole: WholeStatistics) -> dict[str, SplitStats]:
     base = fs.join(output, *whole.dir.split("/"))
-    found = {}
-    for split in whole.splits:
-        path = fs.join(base, split, SKETCHES_FILE)
-        if not fs.exists(path):
-            raise FileNotFoundError(f"{path}: no statistics accumulator")
-        with fs.open_read(path) as f:
-            found[split] = load_sketches(f.read(), path)
-    return found
+    return {
+        split: read_sketches_file(fs.join(base, split, SKETCHES_FILE)) for split in whole.splits
+    }
 
 
 def _add(into: dict[str, SplitStats], more: dict[str, SplitStats]) -> None:
