@@ -3,11 +3,12 @@
 Beam 2.77's S3 filesystem builds a new boto3 session and client for every call
 (`apache_beam.io.aws.s3io.S3IO` -> `boto3_client.Client`): a `match`, an `exists`, a `delete`,
 each upload and read. A new session loads botocore's endpoint and service-model files again,
-about 0.25 s a client on the 2-core machine this was measured on; four `convert` runs of the
-sample on S3 made 233 clients, 59 s of their 80 s. boto3's clients are safe to share between
-threads (its sessions are not), so `share_s3_clients` has Beam's module build each client once
-per setting: the keyword arguments Beam passes (endpoint, region, credentials from the
-pipeline options, ...) and the `AWS_*` environment variables boto3 reads besides them. What
+about 0.25 s a client on the 2-core machine this was measured on; under cProfile, one test's
+four `convert` runs of the sample on S3 made 233 clients, 59 s of the test's 81 s. boto3's
+clients are safe to share between threads (its sessions are not), so `share_s3_clients` has
+Beam's module build each client once per setting: the keyword arguments Beam passes (endpoint,
+region, credentials from the pipeline options, ...) and the `AWS_*` environment variables boto3
+reads besides them. What
 each call does is unchanged; only its client is reused. `S3_CLIENTS=per-call` in the
 environment keeps Beam's own behaviour (bench/s3_clients.py measures one against the other).
 """
