@@ -143,6 +143,21 @@ def test_gather_records_reorders_whole_records():
     assert _ids(out, out_off) == order.tolist()
 
 
+def test_gather_records_copies_every_byte_of_records_of_any_length():
+    """A memcpy per record: empty records, records shorter than a word, long ones, repeats."""
+    rng = np.random.default_rng(7)
+    lengths = np.array([0, 1, 7, 8, 9, 0, 15, 300, 6_500, 3, 64, 0], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    buffer = rng.integers(0, 256, int(offsets[-1]), dtype=np.uint8)
+    order = np.array([11, 7, 0, 2, 8, 8, 1, 5, 3, 10, 4, 6, 9], np.int64)
+    out, out_off = gather_records(buffer, offsets, order)
+    want = [buffer[offsets[r] : offsets[r + 1]].tobytes() for r in order]
+    assert out.tobytes() == b"".join(want)
+    assert [out[out_off[i] : out_off[i + 1]].tobytes() for i in range(len(order))] == want
+    with pytest.raises(IndexError):
+        gather_records(buffer, offsets, np.array([12], np.int64))
+
+
 # ----------------------------------------------------------------------------- whole runs
 
 

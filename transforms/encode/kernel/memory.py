@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
     "call_u32_of_bytes",
+    "copy_memory",
     "load_i64",
     "load_u8",
     "load_u32",
@@ -100,3 +102,23 @@ def call_u32_of_bytes(typingctx, fn, addr, size):  # noqa: ANN001, ANN201 (numba
         return builder.call(target, [builder.inttoptr(data, i8p), n])
 
     return types.uint32(fn, addr, size), codegen
+
+
+@intrinsic
+def copy_memory(typingctx, dst, src, size):  # noqa: ANN001, ANN201 (numba's typing API)
+    """Copy `size` bytes from address `src` to address `dst` (the ranges must not overlap):
+    LLVM's memcpy, which calls the C library's. Records gathered into a new order one call
+    each copy 1.9-2.7x faster than with a loop of 8-byte loads and stores at 40-350 bytes a
+    record, 1.3x at 6-7 KB (bench/copy_bytes.py)."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, size)):
+        return None
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        to, start, n = (
+            _address(context, builder, v, t) for v, t in zip(args, signature.args, strict=True)
+        )
+        i8p = ir.IntType(8).as_pointer()
+        cgutils.raw_memcpy(builder, builder.inttoptr(to, i8p), builder.inttoptr(start, i8p), n, 1)
+        return context.get_dummy_value()
+
+    return types.none(dst, src, size), codegen
