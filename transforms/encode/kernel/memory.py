@@ -39,6 +39,11 @@ def _address(context, builder, value, typ):  # noqa: ANN001, ANN202
     return context.cast(builder, value, typ, types.int64)
 
 
+def _addresses(context, builder, signature, args):  # noqa: ANN001, ANN202
+    """Every (integer) argument of an intrinsic as an i64 address."""
+    return [_address(context, builder, v, t) for v, t in zip(args, signature.args, strict=True)]
+
+
 def _pointer(context, builder, value, typ, bits: int):  # noqa: ANN001, ANN202
     addr = _address(context, builder, value, typ)
     return builder.inttoptr(addr, ir.IntType(bits).as_pointer())
@@ -93,9 +98,7 @@ def call_u32_of_bytes(typingctx, fn, addr, size):  # noqa: ANN001, ANN201 (numba
         return None
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        fn_addr, data, n = (
-            _address(context, builder, v, t) for v, t in zip(args, signature.args, strict=True)
-        )
+        fn_addr, data, n = _addresses(context, builder, signature, args)
         i8p = ir.IntType(8).as_pointer()
         fnty = ir.FunctionType(ir.IntType(32), [i8p, ir.IntType(64)])
         target = builder.inttoptr(fn_addr, fnty.as_pointer())
@@ -114,9 +117,7 @@ def copy_memory(typingctx, dst, src, size):  # noqa: ANN001, ANN201 (numba's typ
         return None
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        to, start, n = (
-            _address(context, builder, v, t) for v, t in zip(args, signature.args, strict=True)
-        )
+        to, start, n = _addresses(context, builder, signature, args)
         i8p = ir.IntType(8).as_pointer()
         cgutils.raw_memcpy(builder, builder.inttoptr(to, i8p), builder.inttoptr(start, i8p), n, 1)
         return context.get_dummy_value()
