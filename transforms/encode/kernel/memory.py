@@ -1,5 +1,5 @@
-"""Raw memory access for the numba kernels: loads and stores at an address, and a call of a C
-function by its address.
+"""Raw memory access for the numba kernels: loads and stores at an address, a copy between two
+addresses (memcpy), and a call of a C function by its address.
 
 The encoder kernel takes every column of a batch as addresses in one int64 array (see
 `example`), so one compiled function serves any schema: a tuple or list of numpy arrays
