@@ -142,14 +142,16 @@ def convert_process(emulator: Emulator, source: str, output: str, *extra: str) -
     )
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    """The process group killed if it still runs; what the process wrote (stdout, stderr)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    return proc.communicate(timeout=60)
 
 
-def _kill_while_writing(emulator: Emulator, source: str, output: str) -> set[str]:
-    """Start a run and SIGKILL it as soon as a temp shard of it is listed; what it left."""
+def _kill_while_writing(emulator: Emulator, source: str, output: str) -> set[str] | None:
+    """Start a run and SIGKILL it as soon as a temp shard of it is listed; what it left, or
+    None when the run ended (and succeeded) before it could be killed."""
     proc = convert_process(emulator, source, output, "--shard-mb", "0.1")
     try:
         deadline = time.monotonic() + 240
@@ -157,9 +159,12 @@ def _kill_while_writing(emulator: Emulator, source: str, output: str) -> set[str
             if any(name.startswith("beam-temp-") for name in objects(emulator, output)):
                 break  # a temp shard is written
             time.sleep(0.02)
-        assert proc.poll() is None, "the job ended before it could be killed"
+        ended = proc.poll() is not None
     finally:
-        stop(proc)
+        _, err = stop(proc)
+    if ended:
+        assert proc.returncode == 0, err
+        return None
     assert proc.returncode == -signal.SIGKILL
     return objects(emulator, output)
 
@@ -170,12 +175,17 @@ def check_killed_run_then_rerun(emulator: Emulator, output: str, upload, tmp_pat
     output, with the local run's records.
 
     On a loaded machine the listing that sees the first temp shard can come late, when the run
-    is already moving its temp shards to their names: such a run is cleared and killed again
-    (at most three runs), since what is checked is what a re-run does with a run killed while
-    it writes."""
+    is already moving its temp shards to their names, or after the run has ended: such a run
+    is cleared and run again (at most five runs), since what is checked is what a re-run does
+    with a run killed while it writes."""
     source, local_source = big_input(upload, tmp_path)
-    for _ in range(3):
-        left = _kill_while_writing(emulator, source, output)
+    left: set[str] = set()
+    for _ in range(5):
+        killed = _kill_while_writing(emulator, source, output)
+        if killed is None:  # it ended first
+            delete_objects(output, objects(emulator, output))
+            continue
+        left = killed
         assert LEASE_NAME in left and "manifest.json" not in left, left
         if any(name.startswith("beam-temp-") for name in left):
             break

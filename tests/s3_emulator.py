@@ -33,6 +33,7 @@ class S3Emulator(LocalServer):
     def __init__(self, buckets: tuple[str, ...] = ("bucket",)) -> None:
         super().__init__()
         self.buckets = buckets
+        self._client: Any = None
 
     def command(self) -> list[str]:
         for name in ("config", "credentials"):
@@ -64,17 +65,21 @@ class S3Emulator(LocalServer):
         }
 
     def client(self) -> Any:
-        """A boto3 S3 client of the emulator (for the tests' own checks)."""
-        import boto3
+        """The boto3 S3 client of the emulator (for the tests' own checks): one, made when
+        first asked for (making one takes about 0.25 s, which a test polling the bucket for
+        a running job's objects cannot wait between two looks)."""
+        if self._client is None:
+            import boto3
 
-        env = self.environment()
-        return boto3.session.Session().client(
-            "s3",
-            endpoint_url=self.url,
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            region_name=env["AWS_DEFAULT_REGION"],
-        )
+            env = self.environment()
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.url,
+                aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                region_name=env["AWS_DEFAULT_REGION"],
+            )
+        return self._client
 
     def objects(self, bucket: str, prefix: str = "") -> list[str]:
         """Every object name in `bucket` under `prefix` (the whole tree, no delimiter)."""
