@@ -5,6 +5,7 @@ the job with one line naming the work item, leaving nothing a re-run does not cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -316,9 +317,9 @@ def _state(pid: int) -> str:
     return stat[stat.rindex(b")") + 2 :].split()[0].decode()
 
 
-def _start_and_interrupt(tmp_path, startup: str) -> tuple[subprocess.Popen, set[int], str, str]:
-    """A 1M-row job on 3 workers, started by `startup`, sent SIGINT on its process group (what
-    the terminal does on Ctrl-C) once its workers convert; its output streams after."""
+def _start_converting(tmp_path, startup: str) -> tuple[subprocess.Popen, set[int]]:
+    """A 1M-row job on 3 workers, started by `startup` in a process group of its own, once its
+    workers convert: the job's process and its two forked workers' pids."""
     big = tmp_path / "big.parquet"
     pq.write_table(table(1_000_000), big, row_group_size=10_000)
     out = tmp_path / "out"
@@ -335,6 +336,13 @@ def _start_and_interrupt(tmp_path, startup: str) -> tuple[subprocess.Popen, set[
         time.sleep(0.01)
     workers = _children(proc.pid)
     assert len(workers) >= 2, proc.communicate(timeout=60)
+    return proc, workers
+
+
+def _start_and_interrupt(tmp_path, startup: str) -> tuple[subprocess.Popen, set[int], str, str]:
+    """`_start_converting`, then SIGINT on the job's process group (what the terminal does on
+    Ctrl-C); its output streams after."""
+    proc, workers = _start_converting(tmp_path, startup)
     os.killpg(proc.pid, signal.SIGINT)
     try:
         stdout, stderr = proc.communicate(timeout=120)
@@ -356,6 +364,56 @@ def test_ctrl_c_stops_every_worker(tmp_path):
     assert stderr.strip().splitlines()[-1].startswith("tfrecord-etl: interrupted:")
     assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"
     assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
+
+
+def test_workers_end_when_the_launcher_dies(tmp_path):
+    """The launcher killed (or crashed) mid-job: its forked workers do not wait on it for ever
+    (each holds no end of the launcher's pipes but its own); they end within seconds."""
+    proc, workers = _start_converting(tmp_path, INTERACTIVE)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)  # the launcher alone, not its process group
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(_state(p) not in ("gone", "Z") for p in workers):
+            time.sleep(0.05)
+        states = {p: _state(p) for p in workers}
+        assert all(state in ("gone", "Z") for state in states.values()), states
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+
+
+def test_a_ctrl_c_in_numbas_code_is_delivered_after_it():
+    """Ctrl-C while numba's or llvmlite's Python code runs (numba loading a function from its
+    cache calls back from LLVM into Python, where an exception crashes the process) is not
+    raised there; it is raised once that code has returned."""
+    from pipeline.engines.inprocess import pool
+
+    space = {"__name__": "numba.core.caching", "os": os, "signal": signal, "time": time}
+    exec(  # a function whose frame is numba's, as its module's name says
+        "def load():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    end = time.monotonic() + 0.3\n"
+        "    while time.monotonic() < end:  # the handler runs here, between bytecodes\n"
+        "        pass\n"
+        "    return 'loaded'\n",
+        space,
+    )
+    got, interrupted_after = None, False
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal starts it
+    try:
+        with pool._Interrupts():
+            try:
+                got = space["load"]()
+                end = time.monotonic() + 5
+                while time.monotonic() < end:
+                    pass
+            except KeyboardInterrupt:
+                interrupted_after = True
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert got == "loaded" and interrupted_after
 
 
 def test_a_job_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):

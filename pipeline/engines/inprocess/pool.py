@@ -25,6 +25,7 @@ stopped:
 
 from __future__ import annotations
 
+import _thread
 import collections
 import contextlib
 import multiprocessing
@@ -75,15 +76,17 @@ def _serve(
     conn: Connection, fn: Callable[[Any], Any], items: Sequence[Any], others: list[Connection]
 ) -> None:
     """A worker: run fn(items[i]) for each index received; None ends it. `others`: the
-    launcher's ends of the workers forked before this one, which this one holds from the fork
-    and closes (held open here, a dead launcher's pipes would never tell its workers)."""
+    launcher's ends of this worker's pipe and of the workers' forked before it, which this one
+    holds from the fork and closes: held open here, a launcher that dies (killed, or crashed)
+    would leave its workers waiting on pipes it can no longer close, for ever; closed, a
+    worker's next read or write of its pipe fails and it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
     for other in others:
         other.close()
     while True:
         try:
             index = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the launcher is gone
             return
         if index is None:
             return
@@ -100,7 +103,10 @@ def _serve(
             with contextlib.suppress(Exception):
                 conn.send(("error", index, facts))
             return
-        conn.send(("done", index, result))
+        try:
+            conn.send(("done", index, result))
+        except OSError:  # the launcher is gone
+            return
 
 
 def _died(process: multiprocessing.process.BaseProcess) -> str:
@@ -119,24 +125,58 @@ class _WorkerError(Exception):
         self.name, self.named, self.user = name, named, user
 
 
+_DEFER_IN = ("numba", "llvmlite")  # packages in whose Python code Ctrl-C is not raised
+DEFER_SECONDS = 0.05  # a deferred Ctrl-C is delivered again this often
+
+
+def _deferring(frame: Any) -> bool:
+    """Whether the code running in `frame`, or one that called it, is numba's or llvmlite's."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.split(".", 1)[0] in _DEFER_IN:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _Interrupts:
     """Whether Ctrl-C came while the items ran. The KeyboardInterrupt it raises can be lost: in
     compiled code it comes out as another error (numba: "returned a result with an exception
     set"), and in a finalizer (`__del__`, numba's compiler runs some) Python prints it and goes
     on. With this, it is still reported as the interrupt it is: `check()` raises it again at
-    the next item boundary."""
+    the next item boundary.
+
+    It is not raised at all while numba or llvmlite code runs (`_deferring`): numba loads a
+    function from its cache through a callback that LLVM makes into Python, and a
+    KeyboardInterrupt raised there is dropped by ctypes and leaves LLVM with no object code:
+    the process crashed (a segmentation fault), and its workers were left running. The
+    interrupt is delivered again every DEFER_SECONDS (`_thread.interrupt_main`) until it
+    comes outside that code."""
 
     def __init__(self) -> None:
         self.seen = False
+        self.raised = False
         self._previous: Any = None
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.seen = True
+        if _deferring(frame):
+            again = threading.Timer(DEFER_SECONDS, self._again)
+            again.daemon = True
+            again.start()
+            return
+        self.raised = True
         raise KeyboardInterrupt
+
+    def _again(self) -> None:
+        """The deferred Ctrl-C delivered again, unless it was raised since or the run is over."""
+        if self._previous is not None and not self.raised:
+            _thread.interrupt_main(signal.SIGINT)
 
     def check(self) -> None:
         """Raise the KeyboardInterrupt of a Ctrl-C that came and was lost on its way."""
         if self.seen:
+            self.raised = True
             raise KeyboardInterrupt
 
     def __enter__(self) -> _Interrupts:
@@ -149,7 +189,8 @@ class _Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+            previous, self._previous = self._previous, None
+            signal.signal(signal.SIGINT, previous)
 
 
 def _here(
@@ -299,7 +340,7 @@ def _run_pool(
     try:
         for _ in range(workers - 1):
             ours, theirs = context.Pipe()
-            others = [c for _, c in procs]
+            others = [ours, *(c for _, c in procs)]
             proc = context.Process(target=_serve, args=(theirs, fn, items, others), daemon=True)
             proc.start()
             theirs.close()
