@@ -8,9 +8,9 @@ four `convert` runs of the sample on S3 made 233 clients, 59 s of the test's 81 
 clients are safe to share between threads (its sessions are not), so `share_s3_clients` has
 Beam's module build each client once per setting: the keyword arguments Beam passes (endpoint,
 region, credentials from the pipeline options, ...) and the `AWS_*` environment variables boto3
-reads besides them. What
-each call does is unchanged; only its client is reused. `S3_CLIENTS=per-call` in the
-environment keeps Beam's own behaviour (bench/s3_clients.py measures one against the other).
+reads besides them. What each call does is unchanged; only its client is reused.
+`S3_CLIENTS=per-call` in the environment keeps Beam's own behaviour (bench/s3_clients.py
+measures one against the other).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def _serve(
     conn: Connection, fn: Callable[[Any], Any], items: Sequence[Any], others: list[Connection]
 ) -> None:
     """A worker: run fn(items[i]) for each index received; None ends it. `others`: the
-    launcher's ends of this worker's pipe and of the workers' forked before it, which this one
+    launcher's ends of this worker's pipe and of the workers forked before it, which this one
     holds from the fork and closes: held open here, a launcher that dies (killed, or crashed)
     would leave its workers waiting on pipes it can no longer close, for ever; closed, a
     worker's next read or write of its pipe fails and it ends."""
