@@ -78,7 +78,7 @@ timed(engine, "finish_job", "finalize")
 timed(engine._Merged, "add_task", "merge")
 timed(engine, "merge_output", "merge")
 timed(engine, "assemble_task", "merge")  # a split task's files, assembled in the convert phase
-code = main(sys.argv[1:])
+code = main(sys.argv[1:], own_process=True)  # as the console script
 t_end = time.perf_counter()
 timings["imports"] = t_imported - t_start
 timings["main"] = t_end - t_imported

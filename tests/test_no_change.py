@@ -27,6 +27,8 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -35,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLE_CSV, SAMPLE_PARQUET, peer_data_source, run_cli_captured
+from conftest import REPO, SAMPLE_CSV, SAMPLE_PARQUET, peer_data_source, run_cli_captured
 from test_reader import make_table
 
 GOLDEN = Path(__file__).with_name("golden") / "digests.json"
@@ -207,14 +209,14 @@ def digest_output(output: Path, shuffled: bool) -> dict[str, Any]:
     }
 
 
-def run_case(
+def case_args(
     name: str, inputs: dict[str, Path], work: Path, engine: str = "beam", workers: int = 0
-) -> dict[str, Any]:
+) -> list[str]:
+    """The command line of one case (its config written into `work`)."""
     source, config, flags = CASES[name]
     if source not in inputs:
         pytest.skip(f"{source}: peer data not found")
-    out = work / name
-    args = ["convert", "--input", str(inputs[source]), "--output", str(out), *flags]
+    args = ["convert", "--input", str(inputs[source]), "--output", str(work / name), *flags]
     args += ["--engine", engine]
     if workers:
         args += ["--workers", str(workers)]
@@ -222,9 +224,15 @@ def run_case(
         path = work / f"{name}.yaml"
         path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
         args += ["--config", str(path)]
-    result = run_cli_captured(args)
+    return args
+
+
+def run_case(
+    name: str, inputs: dict[str, Path], work: Path, engine: str = "beam", workers: int = 0
+) -> dict[str, Any]:
+    result = run_cli_captured(case_args(name, inputs, work, engine, workers))
     assert result.code == 0, result.err
-    return digest_output(out, "--shuffle" in flags)
+    return digest_output(work / name, "--shuffle" in CASES[name][2])
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +268,38 @@ def test_output_unchanged(name, engine, workers, inputs, golden, tmp_path):
     assert got["splits"] == expected["splits"]
     assert got["bad_rows"] == expected["bad_rows"]
     assert got["manifest"] == expected["manifest"]
+
+
+# The console script's process, where pyarrow is kept from importing pandas
+# (pipeline/cli/startup.py): every type, CSV with bad rows, a shuffle, analyzers.
+CONSOLE_CASES = ("all_types", "bad_rows_csv", "sample_splits_shuffle", "peer_csv_preprocess")
+CONSOLE = """
+import atexit, sys
+atexit.register(lambda: print("imported:", "pandas" in sys.modules, "apache_beam" in sys.modules,
+                              file=sys.stderr))
+from pipeline.cli.main import run
+sys.argv = ["tfrecord-etl", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize("name", CONSOLE_CASES)
+def test_output_unchanged_from_the_console_script(name, inputs, golden, tmp_path):
+    """`tfrecord-etl convert` as its own process (`run()`, as the console script): the same
+    digest as the runs above, and pandas not imported in the launcher but by Beam (whose
+    quantile sketch the `bucketize` analyzer uses, and which imports pandas itself)."""
+    if WRITE:
+        pytest.skip("writing digests")
+    args = case_args(name, inputs, tmp_path, "in-process", 2)
+    done = subprocess.run(
+        [sys.executable, "-c", CONSOLE, *args, "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pandas, beam = done.stderr.split("imported: ")[1].split()[:2]
+    assert pandas == beam, done.stderr
+    got = digest_output(tmp_path / name, "--shuffle" in CASES[name][2])
+    assert got == {key: golden[name][key] for key in got}
 
 
 def test_every_case_has_a_digest(golden):

@@ -94,3 +94,48 @@ def test_example_classes_parse_as_tensorflow(output):
         assert tf.train.Example.FromString(again) == theirs
         kinds = {k: f.WhichOneof("kind") for k, f in ours.features.feature.items()}
         assert kinds == {k: f.WhichOneof("kind") for k, f in theirs.features.feature.items()}
+
+
+_PANDAS_PROBE = """
+import sys
+import numpy as np
+import pyarrow as pa
+from pipeline.cli.startup import pyarrow_without_pandas
+
+pyarrow_without_pandas()
+stamps = pa.array([1, None], pa.timestamp("us", "UTC"))
+converted = (
+    pa.array(np.arange(3)).to_numpy().tolist(),
+    pa.array([1.5, None]).to_numpy(zero_copy_only=False).tolist(),
+    str(stamps.to_numpy(zero_copy_only=False)[0]),
+    stamps.to_pylist()[1],
+)
+after_conversions = "pandas" in sys.modules
+import pandas  # an explicit import still works, and so does to_pandas
+frame = pa.table({"a": [1, 2]}).to_pandas()
+print(after_conversions, isinstance(frame, pandas.DataFrame), frame["a"].tolist(), converted)
+"""
+
+
+def test_pyarrow_converts_without_importing_pandas():
+    """After `pyarrow_without_pandas()` pyarrow builds and converts arrays as before without
+    importing pandas; pandas itself stays importable and `to_pandas()` works."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PANDAS_PROBE], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "False True [1, 2] ([0, 1, 2], [1.5, nan], '1970-01-01T00:00:00.000001', None)"
+    )
+
+
+def test_pyarrow_without_pandas_is_nothing_once_pandas_is_imported():
+    code = (
+        "import sys, pandas, pyarrow as pa\n"
+        "from pipeline.cli.startup import pyarrow_without_pandas\n"
+        "pyarrow_without_pandas()\n"
+        "print(pa.array(pandas.Series([1, 2])).to_pylist())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1, 2]"

@@ -218,7 +218,7 @@ def run() -> NoReturn:
     client's), the standard streams are flushed, then `os._exit` ends the process. A reader
     that closes stdout early (`| head`) ends it quietly with 141, as SIGPIPE would."""
     try:
-        code = main()
+        code = main(own_process=True)
     except BrokenPipeError:
         with contextlib.suppress(OSError):  # no flush of the rest into the closed pipe
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -236,16 +236,17 @@ def run() -> NoReturn:
     os._exit(code)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`tfrecord-etl ARGS`: the exit code. Ctrl-C stops any command with one line and 130."""
+def main(argv: Sequence[str] | None = None, own_process: bool = False) -> int:
+    """`tfrecord-etl ARGS`: the exit code. Ctrl-C stops any command with one line and 130.
+    `own_process`: the process is the command's alone (`run()`), see `_main`."""
     try:
-        return _main(argv)
+        return _main(argv, own_process)
     except KeyboardInterrupt:
         print("tfrecord-etl: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam.io.filebasedsink").addFilter(_no_empty_error_sink_warning)
     parser = _parser()
@@ -257,6 +258,10 @@ def _main(argv: Sequence[str] | None) -> int:
         steps.removeFilter(_no_traceback)
     else:
         steps.addFilter(_no_traceback)
+    if command in ("convert", "plan") and own_process:
+        from pipeline.cli.startup import pyarrow_without_pandas
+
+        pyarrow_without_pandas()  # 0.3 s of a job's serial start-up: see its module
     if command in ("convert", "plan") and beam_args:
         from pipeline.engines.beam.options import unknown_beam_args  # imports Beam's options
 

@@ -1,0 +1,44 @@
+"""What the command-line process sets once, before any command runs.
+
+pyarrow imports pandas, when it is installed, the first time it builds an array from Python
+or NumPy values (the Cython layer, `pa.array`) and the first time it converts one to NumPy
+(the C++ layer, `to_numpy`), only to know whether its inputs are pandas objects
+(apache/arrow#34994). Each layer tries once and keeps the answer. A job never hands pyarrow a
+pandas object, and importing pandas is about 0.3 s of a local job's serial start-up (1-1.5 s
+on a 2-core machine, `bench/startup.py`), paid before the workers start: so the command's
+process makes both first conversions with pandas hidden. Nothing else changes: an explicit
+`import pandas` afterwards works, and so does `to_pandas()`.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.abc import MetaPathFinder
+
+
+class _HidePandas(MetaPathFinder):
+    """Answers every `import pandas` (and its submodules) as if pandas were not installed."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+
+
+def pyarrow_without_pandas() -> None:
+    """Let pyarrow's two first conversions find no pandas, so that it never imports it.
+
+    Only for a process the command line owns (`run()`): a program that imports this package
+    and hands pyarrow pandas objects keeps pyarrow's usual behaviour. A no-op when pandas is
+    already imported.
+    """
+    if "pandas" in sys.modules:
+        return
+    import numpy as np
+    import pyarrow as pa
+
+    hidden = _HidePandas()
+    sys.meta_path.insert(0, hidden)
+    try:
+        pa.array(np.zeros(1)).to_numpy(zero_copy_only=False)
+    finally:
+        sys.meta_path.remove(hidden)
