@@ -261,7 +261,7 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
     if command in ("convert", "plan") and own_process:
         from pipeline.cli.startup import pyarrow_without_pandas
 
-        pyarrow_without_pandas()  # 0.3 s of a job's serial start-up: see its module
+        pyarrow_without_pandas()  # 0.3-0.5 s of a job's serial start-up: see its module
     if command in ("convert", "plan") and beam_args:
         from pipeline.engines.beam.options import unknown_beam_args  # imports Beam's options
 

@@ -1,12 +1,12 @@
-"""What the command-line process sets once, before any command runs.
+"""What the command line's own process sets once, before `convert` or `plan` runs.
 
 pyarrow imports pandas, when it is installed, the first time it builds an array from Python
 or NumPy values (the Cython layer, `pa.array`) and the first time it converts one to NumPy
 (the C++ layer, `to_numpy`), only to know whether its inputs are pandas objects
 (apache/arrow#34994). Each layer tries once and keeps the answer. A job never hands pyarrow a
-pandas object, and importing pandas is about 0.3 s of a local job's serial start-up (1-1.5 s
-on a 2-core machine, `bench/startup.py`), paid before the workers start: so the command's
-process makes both first conversions with pandas hidden. Nothing else changes: an explicit
+pandas object, and importing pandas took 0.3-0.5 s of a local job's serial start-up (about
+1.5 s in all on a 2-core machine, `bench/startup.py`), paid before the workers start: so the
+command's process makes both first conversions with pandas hidden. Nothing else changes: an explicit
 `import pandas` afterwards works, and so does `to_pandas()`.
 """
 
