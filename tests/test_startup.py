@@ -127,15 +127,3 @@ def test_pyarrow_converts_without_importing_pandas():
     assert done.stdout.strip() == (
         "False True [1, 2] ([0, 1, 2], [1.5, nan], '1970-01-01T00:00:00.000001', None)"
     )
-
-
-def test_pyarrow_without_pandas_is_nothing_once_pandas_is_imported():
-    code = (
-        "import sys, pandas, pyarrow as pa\n"
-        "from pipeline.cli.startup import pyarrow_without_pandas\n"
-        "pyarrow_without_pandas()\n"
-        "print(pa.array(pandas.Series([1, 2])).to_pylist())"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[1, 2]"

@@ -6,8 +6,8 @@ or NumPy values (the Cython layer, `pa.array`) and the first time it converts on
 (apache/arrow#34994). Each layer tries once and keeps the answer. A job never hands pyarrow a
 pandas object, and importing pandas took 0.3-0.5 s of a local job's serial start-up (about
 1.5 s in all on a 2-core machine, `bench/startup.py`), paid before the workers start: so the
-command's process makes both first conversions with pandas hidden. Nothing else changes: an explicit
-`import pandas` afterwards works, and so does `to_pandas()`.
+command's process makes both first conversions with pandas hidden. Nothing else changes: an
+explicit `import pandas` afterwards works, and so does `to_pandas()`.
 """
 
 from __future__ import annotations
