@@ -12,6 +12,11 @@ Printed:
   spill files written through the page cache (`SPILL_IO=buffered`);
 - output: the shards written around the page cache (the default) against through it
   (`OUTPUT_IO=buffered`), gzip and no compression, on every worker;
+- ceiling: what two processes get from this machine at all: two `--workers 1` jobs at once,
+  each on half the input (Parquet: the table cut in two files; CSV: four files each), against
+  one on the whole, at both sizes; the steady ratio of the pair is the most `--workers 2` can
+  reach here (the cores, caches, memory and disk shared), the ratio printed beside it is
+  `--workers 2` against the same one-worker runs;
 - memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
   sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
   the pages a forked worker shares with the launcher once per process; PSS splits them.
@@ -23,12 +28,14 @@ Printed:
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -36,7 +43,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import convert_cmd, load_avg, run_process, steady
-from tables import write_parquet
+from tables import split_parquet, write_parquet
 
 ROW_GROUP_ROWS = 131_072
 CSV_FILES = 8  # a CSV file is one work item: the input is cut into this many files
@@ -57,6 +64,122 @@ def inputs(work: Path, rows: int, fmt: str) -> str:
         for i in range(CSV_FILES):
             pacsv.write_csv(table.slice(i * step, step), folder / f"part-{i}.csv")
     return str(folder / "part-*.csv")
+
+
+def _kernel(kind: str, out: Any) -> None:
+    """One process's share of `core_scaling`: its seconds put on `out`."""
+    import hashlib
+    import mmap
+    import time
+    import zlib
+
+    import numpy as np
+
+    data = np.random.default_rng(0).integers(0, 50, 8 << 20, dtype=np.uint8)
+    start = time.perf_counter()
+    if kind == "sha256":
+        for _ in range(600):
+            hashlib.sha256(data[: 1 << 20]).digest()
+    elif kind == "zlib":
+        for _ in range(6):
+            zlib.compress(data.tobytes(), 6)
+    elif kind == "copy 64 MiB":
+        a, b = np.ones(64 << 20, dtype=np.uint8), np.empty(64 << 20, dtype=np.uint8)
+        start = time.perf_counter()
+        for _ in range(60):
+            np.copyto(b, a)
+    elif kind == "fresh pages":
+        for _ in range(40):
+            m = mmap.mmap(-1, 64 << 20)
+            np.frombuffer(m, dtype=np.uint8)[::4096] = 1
+            m.close()
+    else:  # a loop of Python bytecode
+        total = 0
+        for i in range(15_000_000):
+            total += i & 7
+    out.put(time.perf_counter() - start)
+
+
+def core_scaling(rounds: int) -> dict[str, float]:
+    """The same work in one process and in two at once (`rounds` times each, the least kept):
+    2 x one's time / the pair's, for kinds of work the job does (2.0: two full cores)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    out = {}
+    for kind in ("sha256", "zlib", "copy 64 MiB", "fresh pages", "python loop"):
+        best = {}
+        for _ in range(max(1, rounds)):
+            for n in (1, 2):
+                queue = context.Queue()
+                procs = [context.Process(target=_kernel, args=(kind, queue)) for _ in range(n)]
+                for proc in procs:
+                    proc.start()
+                took = max(queue.get() for _ in procs)
+                for proc in procs:
+                    proc.join()
+                best[n] = min(best.get(n, took), took)
+        out[kind] = 2 * best[1] / best[2]
+    return out
+
+
+def halves(work: Path, rows: int, fmt: str) -> list[str]:
+    """The bench table of `rows` rows in two halves: two Parquet files, or two globs of half
+    the CSV files each."""
+    whole = inputs(work, rows, fmt)
+    if fmt == "csv":
+        half = CSV_FILES // 2
+        return [whole.replace("part-*", f"part-[0-{half - 1}]"),
+                whole.replace("part-*", f"part-[{half}-{CSV_FILES - 1}]")]  # fmt: skip
+    folder = work / f"halves-{rows}"
+    if not folder.exists():
+        split_parquet(Path(whole), folder, 2, ROW_GROUP_ROWS)
+    return [str(folder / f"part-{i:05d}.parquet") for i in range(2)]
+
+
+def run_pair(work: Path, sources: Sequence[str], flags: Sequence[str], label: str) -> dict:
+    """Two one-worker jobs started at once, each on its source: the wall time of the later."""
+    os.sync()
+    outs = [work / f"out-pair-{i}" for i in range(2)]
+
+    def one(i: int) -> dict:
+        cmd = convert_cmd(sources[i], outs[i], "--quiet", "--workers", "1", *flags)
+        return run_process(cmd, work / "logs" / f"{label}-{i}.log")
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(one, range(2)))
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
+    return {
+        "wall_s": max(g["wall_s"] for g in got),
+        "cpu_s": sum(g["cpu_s"] for g in got),
+        "rc": max(g["rc"] for g in got),
+        "load": load_avg(),
+    }
+
+
+def ceiling(work: Path, fmt: str, sizes: Sequence[int], rounds: int) -> dict[str, float | None]:
+    """Steady rows/s of `--workers 1`, `--workers 2` and a pair of one-worker jobs on halves
+    (`run_pair`), alternating; the best run of each at each size."""
+
+    def one(name: str, n: int) -> dict:
+        if name == "pair":
+            return run_pair(work, halves(work, n, fmt), [], f"pair-{n}")
+        return run(work, inputs(work, n, fmt), ["--workers", name[1:]], f"{name}-{n}")
+
+    names = ["w1", "w2", "pair"]
+    best: dict[tuple[str, int], dict] = {}
+    for n in sizes:
+        for r in range(rounds):
+            for name in names if r % 2 == 0 else names[::-1]:
+                got = one(name, n)
+                print(f"  {fmt} {name:<5} {n:>10,} rows: {got['wall_s']:6.2f} s  "
+                      f"cpu {got['cpu_s']:6.2f} s  (load {got['load']})", flush=True)  # fmt: skip
+                if got["rc"] == 0 and (
+                    (name, n) not in best or got["wall_s"] < best[name, n]["wall_s"]
+                ):
+                    best[name, n] = got
+    return {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in names}
 
 
 def run(work: Path, source: str, flags: Sequence[str], label: str, env: dict | None = None) -> dict:
@@ -105,7 +228,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="the many-worker side (default 2)")
     parser.add_argument("--rss-rows", default="1000000,4000000,8000000")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sections", default="throughput,shuffle,output,memory")
+    parser.add_argument("--sections", default="throughput,shuffle,output,ceiling,memory")
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temp dir)")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
@@ -177,6 +300,17 @@ def main() -> None:
                   f"{best[buffered, sizes[1]]['wall_s']:.2f} s (cpu "
                   f"{best[direct, sizes[1]]['cpu_s']:.2f} against "
                   f"{best[buffered, sizes[1]]['cpu_s']:.2f} s)", flush=True)  # fmt: skip
+    if "ceiling" in sections:
+        scaling = core_scaling(args.rounds)
+        print("\nthe cores: the same work in two processes at once against one: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in scaling.items()), flush=True)  # fmt: skip
+        print("\n| input | steady pair of w1 on halves / w1 | steady w2 / w1 | w2 / pair |")
+        print("| --- | --- | --- | --- |")
+        for fmt in ("parquet", "csv"):
+            rate = ceiling(work, fmt, sizes, args.rounds)
+            print(f"| {fmt}, gzip | {rate['pair'] / rate['w1']:.2f} | "
+                  f"{rate['w2'] / rate['w1']:.2f} | {rate['w2'] / rate['pair']:.2f} |",
+                  flush=True)  # fmt: skip
     if "memory" in sections:
         rss_sizes = [int(x) for x in args.rss_rows.split(",")]
         configs = {
