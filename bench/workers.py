@@ -123,6 +123,11 @@ def core_scaling(rounds: int) -> dict[str, float]:
     return out
 
 
+def _ratio(rate: dict[str, float | None], a: str, b: str) -> str:
+    """rate[a] / rate[b], or n/a where a steady rate could not be had (the sizes too close)."""
+    return f"{rate[a] / rate[b]:.2f}" if rate[a] and rate[b] else "n/a"
+
+
 def halves(work: Path, rows: int, fmt: str) -> list[str]:
     """The bench table of `rows` rows in two halves: two Parquet files, or two globs of half
     the CSV files each."""
@@ -308,9 +313,8 @@ def main() -> None:
         print("| --- | --- | --- | --- |")
         for fmt in ("parquet", "csv"):
             rate = ceiling(work, fmt, sizes, args.rounds)
-            print(f"| {fmt}, gzip | {rate['pair'] / rate['w1']:.2f} | "
-                  f"{rate['w2'] / rate['w1']:.2f} | {rate['w2'] / rate['pair']:.2f} |",
-                  flush=True)  # fmt: skip
+            print(f"| {fmt}, gzip | {_ratio(rate, 'pair', 'w1')} | {_ratio(rate, 'w2', 'w1')} | "
+                  f"{_ratio(rate, 'w2', 'pair')} |", flush=True)  # fmt: skip
     if "memory" in sections:
         rss_sizes = [int(x) for x in args.rss_rows.split(",")]
         configs = {
