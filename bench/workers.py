@@ -12,11 +12,11 @@ Printed:
   spill files written through the page cache (`SPILL_IO=buffered`);
 - output: the shards written around the page cache (the default) against through it
   (`OUTPUT_IO=buffered`), gzip and no compression, on every worker;
-- ceiling: what two processes get from this machine at all: two `--workers 1` jobs at once,
-  each on half the input (Parquet: the table cut in two files; CSV: four files each), against
-  one on the whole, at both sizes; the steady ratio of the pair is the most `--workers 2` can
-  reach here (the cores, caches, memory and disk shared), the ratio printed beside it is
-  `--workers 2` against the same one-worker runs;
+- ceiling: what two processes get from this machine with no coordination at all: two
+  `--workers 1` jobs at once, each on half the input (Parquet: the table cut in two files; CSV:
+  four files each), against one on the whole, at both sizes (the cores, caches, memory and disk
+  shared, no launcher, merge or assembly), and `--workers 2` against the same one-worker runs;
+  before them, the same small piece of work in one process and in two at once;
 - memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
   sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
   the pages a forked worker shares with the launcher once per process; PSS splits them.
