@@ -9,7 +9,7 @@ Printed:
   `--workers 2` (or `--workers`): wall seconds at each size, the steady rows/s (row difference
   over wall-time difference: start-up and planning taken out) and the ratios;
 - `--shuffle` against the default rolling write, both on every worker, and `--shuffle` with its
-  spill files written through the page cache (`SPILL_IO=buffered`);
+  spill files written around the page cache (`SPILL_IO=direct`, the default before);
 - output: the shards written around the page cache (the default) against through it
   (`OUTPUT_IO=buffered`), gzip and no compression, on every worker;
 - ceiling: what two processes get from this machine with no coordination at all: two
@@ -270,23 +270,27 @@ def main() -> None:
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         print("\n".join(report), flush=True)
     if "shuffle" in sections:
+        shuffle = ["--workers", str(many), "--shuffle"]
         configs = {
             "default": ("parquet", ["--workers", str(many)]),
-            "shuffle": ("parquet", ["--workers", str(many), "--shuffle"]),
-            # the spill files through the page cache, as before transforms/write/direct.py
-            "shuffle, buffered spill": (
-                "parquet", ["--workers", str(many), "--shuffle"], {"SPILL_IO": "buffered"}
-            ),
+            "shuffle": ("parquet", shuffle),  # spill files through the page cache
+            # around it (O_DIRECT), the default before (transforms/write/direct.py)
+            "shuffle, direct spill": ("parquet", shuffle, {"SPILL_IO": "direct"}),
         }  # fmt: skip
         best = compare(work, configs, sizes, args.rounds)
         rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
         print()
-        for name in ("shuffle", "shuffle, buffered spill"):
-            print(f"{name} on {many} workers: steady {rates[name]:,.0f} rows/s against "
-                  f"{rates['default']:,.0f} rows/s: {rates[name] / rates['default']:.2f}; "
+        for name in ("shuffle", "shuffle, direct spill"):
+            print(f"{name} on {many} workers: steady {rates[name] or 0:,.0f} rows/s against "
+                  f"{rates['default'] or 0:,.0f} rows/s: {_ratio(rates, name, 'default')}; "
                   f"whole process at {sizes[1]:,} rows: "
                   f"{best[name, sizes[1]]['wall_s']:.2f} s against "
                   f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
+        walls = {k: best[k, sizes[1]]["wall_s"] for k in configs}
+        print(f"spill through the page cache / around it: steady "
+              f"{_ratio(rates, 'shuffle', 'shuffle, direct spill')}, whole process at "
+              f"{sizes[1]:,} rows {walls['shuffle, direct spill'] / walls['shuffle']:.2f}",
+              flush=True)  # fmt: skip
     if "output" in sections:
         for compression in ("gzip", "none"):
             flags = ["--workers", str(many), "--compression", compression]

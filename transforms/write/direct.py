@@ -1,26 +1,30 @@
-"""Local files written (and spill files read) around the page cache (O_DIRECT), with the disk's
-work done on a thread while the caller goes on: the grouped write's spill files, and the
-shard files of every write (transforms/write/files.py `BlockFile`).
+"""Local files written through two staged buffers, the disk's work done on a thread while the
+caller goes on, around the page cache (O_DIRECT) or through it: the shard files of every write
+(transforms/write/files.py `BlockFile`), around it by default, and the grouped write's spill
+files, through it by default (each kind's default in DEFAULT_IO).
 
-Why by hand: a spill file is written once, read back once soon after and deleted, and a shard
-is written once and read later by another program, so the page cache only costs here: every
-byte written lands in a page the kernel allocates for it, and on a virtual machine that hands
-freed memory back to its host, a page allocated fresh is slow to get.
-Measured on a 2-core VM, 1.2 GB in 16 MiB writes: through the page cache 0.27 s warm and
-6.5-8.5 s cold, with O_DIRECT 0.49-0.75 s to write and 0.6-0.96 s to read, every run; the job's
-`--shuffle` of 4M rows spent 3-13 s of system time (2-5 s with O_DIRECT). O_DIRECT needs its
-buffers, offsets and lengths aligned to the disk's block: both classes stage bytes in
-page-aligned buffers (an extra memory copy, about 0.1 s per GB) and pad the file's tail, which
-`close` cuts off again.
-
-Shards, on the same VM (`convert`, 2 workers, 4M rows of the bench's basic table): with
+Why by hand: a shard is written once and read later by another program, so the page cache only
+costs there: every byte written lands in a page the kernel allocates for it, and on a virtual
+machine that hands freed memory back to its host, a page allocated fresh can be slow to get.
+Shards, on a 2-core VM (`convert`, 2 workers, 4M rows of the bench's basic table): with
 `--compression none` 4.41-7.44 s of system time through the page cache, 0.71-0.80 s around it;
-gzip 1.21-1.93 s against 0.66-0.76 s.
+gzip 1.21-1.93 s against 0.66-0.76 s. O_DIRECT needs its buffers, offsets and lengths aligned
+to the disk's block: both classes stage bytes in page-aligned buffers (an extra memory copy,
+about 0.1 s per GB) and pad the file's tail, which `close` cuts off again.
 
-Where the file system refuses O_DIRECT (EINVAL at open or at the first write) the file is
-written through the page cache; `SPILL_IO=buffered` (spill files) and `OUTPUT_IO=buffered`
-(shards) in the environment ask for that always (a machine with a slow disk and memory to
-spare; a shard read again at once, from the page cache).
+A spill file is written once, read back once soon after and deleted. Around the page cache
+that is a write and a read of the disk and, at the deletion, the freeing of the file's blocks
+(with a `discard` mount, a discard of each): a 4M-row `--shuffle --workers 2` leaves 1.7 GB of
+spill files, whose deletion took 1.13 s at the job's end. Through the page cache, a file
+deleted before the kernel writes it back never reaches the disk. On the VM above, the page
+cache was the slower for spill files when O_DIRECT came in (1.2 GB written in 0.27 s warm and
+6.5-8.5 s cold, against 0.49-0.75 s; the 4M-row `--shuffle` spent 3-13 s of system time against
+2-5 s), and the faster in every run measured since (docs/performance.md, "Spill files through
+the page cache again"): spill files go through it.
+
+`SPILL_IO` and `OUTPUT_IO` in the environment (`direct` or `buffered`) choose for spill files
+and shards. Where the file system refuses O_DIRECT (EINVAL at open or at the first write) the
+file is written through the page cache.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-__all__ = ["ALIGN", "DirectReader", "DirectWriter", "direct_wanted", "read_ahead"]
+__all__ = ["ALIGN", "DEFAULT_IO", "DirectReader", "DirectWriter", "direct_wanted", "read_ahead"]
 
 T = TypeVar("T")
 
@@ -42,10 +46,18 @@ STAGE_BYTES = 8 << 20  # bytes staged before a write: two stages, one filling wh
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
+# How each kind of file is written unless its environment variable says otherwise (see above).
+DEFAULT_IO = {"SPILL_IO": "buffered", "OUTPUT_IO": "direct"}
+
+
 def direct_wanted(variable: str = "SPILL_IO") -> bool:
-    """Whether files of a kind try O_DIRECT: on a system that has it, unless the environment
-    variable of that kind (SPILL_IO, OUTPUT_IO) says buffered."""
-    return bool(_O_DIRECT) and os.environ.get(variable, "direct").lower() != "buffered"
+    """Whether files of a kind try O_DIRECT: on a system that has it, when the environment
+    variable of that kind (SPILL_IO, OUTPUT_IO) says `direct`, or it says neither `direct` nor
+    `buffered` and the kind's default (DEFAULT_IO) is O_DIRECT."""
+    mode = os.environ.get(variable, "").lower()
+    if mode not in ("direct", "buffered"):
+        mode = DEFAULT_IO[variable]
+    return bool(_O_DIRECT) and mode == "direct"
 
 
 _FREE: list[mmap.mmap] = []  # buffers of STAGE_BYTES that closed writers and readers let go
