@@ -19,8 +19,8 @@ spill files, whose deletion took 1.13 s at the job's end. Through the page cache
 deleted before the kernel writes it back never reaches the disk. On the VM above, the page
 cache was the slower for spill files when O_DIRECT came in (1.2 GB written in 0.27 s warm and
 6.5-8.5 s cold, against 0.49-0.75 s; the 4M-row `--shuffle` spent 3-13 s of system time against
-2-5 s), and the faster in every run measured since (docs/performance.md, "Spill files through
-the page cache again"): spill files go through it.
+2-5 s), and the faster in every `--shuffle` run measured since (docs/performance.md, "Spill
+files through the page cache again"): spill files go through it.
 
 `SPILL_IO` and `OUTPUT_IO` in the environment (`direct` or `buffered`) choose for spill files
 and shards. Where the file system refuses O_DIRECT (EINVAL at open or at the first write) the
