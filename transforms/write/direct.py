@@ -3,14 +3,16 @@ caller goes on, around the page cache (O_DIRECT) or through it: the shard files 
 (transforms/write/files.py `BlockFile`), around it by default, and the grouped write's spill
 files, through it by default (each kind's default in DEFAULT_IO).
 
-Why by hand: a shard is written once and read later by another program, so the page cache only
-costs there: every byte written lands in a page the kernel allocates for it, and on a virtual
-machine that hands freed memory back to its host, a page allocated fresh can be slow to get.
-Shards, on a 2-core VM (`convert`, 2 workers, 4M rows of the bench's basic table): with
+Why by hand: a shard is kept and read later by another program. Written around the page cache
+it has been handed to the disk when the job reports success (the job does not fsync), and no
+byte of it lands in a page the kernel allocates for it: on a virtual machine that hands freed
+memory back to its host, a page allocated fresh can be slow to get. Shards, on a 2-core VM
+(`convert`, 2 workers, 4M rows of the bench's basic table), on 2026-12-06: with
 `--compression none` 4.41-7.44 s of system time through the page cache, 0.71-0.80 s around it;
-gzip 1.21-1.93 s against 0.66-0.76 s. O_DIRECT needs its buffers, offsets and lengths aligned
-to the disk's block: both classes stage bytes in page-aligned buffers (an extra memory copy,
-about 0.1 s per GB) and pad the file's tail, which `close` cuts off again.
+gzip 1.21-1.93 s against 0.66-0.76 s; on 2026-12-07, a day its page cache was fast, the page
+cache was the faster for shards too (docs/output.md). O_DIRECT needs its buffers, offsets and
+lengths aligned to the disk's block: both classes stage bytes in page-aligned buffers (an extra
+memory copy, about 0.1 s per GB) and pad the file's tail, which `close` cuts off again.
 
 A spill file is written once, read back once soon after and deleted. Around the page cache
 that is a write and a read of the disk and, at the deletion, the freeing of the file's blocks
