@@ -123,6 +123,11 @@ def core_scaling(rounds: int) -> dict[str, float]:
     return out
 
 
+def _rows_per_s(rate: float | None) -> str:
+    """A steady rate as printed: n/a where it could not be had."""
+    return f"{rate:,.0f}" if rate else "n/a"
+
+
 def _ratio(rate: dict[str, float | None], a: str, b: str) -> str:
     """rate[a] / rate[b], or n/a where a steady rate could not be had (the sizes too close)."""
     return f"{rate[a] / rate[b]:.2f}" if rate[a] and rate[b] else "n/a"
@@ -281,8 +286,8 @@ def main() -> None:
         rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
         print()
         for name in ("shuffle", "shuffle, direct spill"):
-            print(f"{name} on {many} workers: steady {rates[name] or 0:,.0f} rows/s against "
-                  f"{rates['default'] or 0:,.0f} rows/s: {_ratio(rates, name, 'default')}; "
+            print(f"{name} on {many} workers: steady {_rows_per_s(rates[name])} rows/s against "
+                  f"{_rows_per_s(rates['default'])} rows/s: {_ratio(rates, name, 'default')}; "
                   f"whole process at {sizes[1]:,} rows: "
                   f"{best[name, sizes[1]]['wall_s']:.2f} s against "
                   f"{best['default', sizes[1]]['wall_s']:.2f} s", flush=True)  # fmt: skip
