@@ -18,7 +18,7 @@ from pipeline.job.config import ConfigError, load_config
 from transforms.batch import TableBatch
 from transforms.deadletter import BadRowsError, check_bad_rows, isolate_bad_rows
 from transforms.encode.records import encode_table
-from transforms.encode.schema import ColumnOptions, plan_features
+from transforms.encode.schema import ColumnOptions, ConversionError, plan_features
 
 EXIT_OK, EXIT_FAILED = 0, 1
 SHORT = "short"  # a row whose list is shorter than the column's shape [1, 2]
@@ -102,6 +102,15 @@ def test_good_batch_stays_on_the_fast_path():
     batch = TableBatch(pa.table({"n": list(range(100))}), "t", 0)
     assert isolate_bad_rows(batch, fn, "encode") == (100, [])
     assert calls == [100]
+
+
+def test_a_batch_of_no_rows_that_fails_is_not_a_rows_fault():
+    def fn(batch):
+        raise ConversionError("t: no rows")
+
+    batch = TableBatch(pa.table({"n": pa.array([], pa.int64())}), "t", 0)
+    with pytest.raises(ConversionError, match="t: no rows"):  # not a bisection without end
+        isolate_bad_rows(batch, fn, "encode")
 
 
 @pytest.mark.parametrize(

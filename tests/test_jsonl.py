@@ -148,3 +148,44 @@ def test_run_with_a_bad_line(tmp_path):
     assert error["values"] == {"line": 151, "text": lines[150]}
     verified = run_cli_captured(["verify", out, "--source"])  # the bad line found again
     assert verified.code == 0, verified.out + verified.err
+
+
+@pytest.mark.parametrize("schema", ["strict", "unify"])
+@pytest.mark.parametrize("first", ["", "\n \n"], ids=["empty", "blank"])
+def test_a_file_with_no_line_has_no_rows_and_the_fields_come_from_the_next(tmp_path, schema, first):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(first, encoding="utf-8")  # the first file the plan reads
+    _write(folder / "b.jsonl", ['{"id": 0, "n": 0}', '{"id": 1, "n": null}', '{"id": 2}'])
+    out = tmp_path / "out"
+    result = run_cli_captured(
+        ["convert", "--input", f"{folder}/*.jsonl", "--output", out, "--schema", schema]
+    )
+    assert result.code == 0, result.err
+    assert sorted(read_output(out), key=lambda r: r["id"]) == [
+        {"id": [0], "n": [0]},  # a zero is a value
+        {"id": [1]},
+        {"id": [2]},
+    ]
+    assert read_manifest(out)["rows"] == 3
+
+
+@pytest.mark.parametrize("schema", ["strict", "unify"])
+def test_no_line_in_any_file_fails_the_plan_naming_them(tmp_path, schema):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(b"")
+    (folder / "b.jsonl").write_bytes(b"\n")
+    out = tmp_path / "out"
+    result = run_cli_captured(
+        ["convert", "--input", f"{folder}/*.jsonl", "--output", out, "--schema", schema]
+    )
+    assert result.code == 2
+    assert f"no line in the 2 JSON Lines files ({folder}/a.jsonl, ...)" in result.err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_no_good_line_in_the_sample_says_why_the_first_fails(tmp_path):
+    path = _write(tmp_path / "a.jsonl", ['{"a": 1, "a": 2}', "not json"])
+    with pytest.raises(ValueError, match=r"a.jsonl: no line .* line 1: .*specified twice"):
+        json_schema(path, {})

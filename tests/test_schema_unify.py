@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import run_cli_captured
+from conftest import read_output, run_cli_captured
 from test_reader_arrays import assert_readers_agree
 
 from pipeline.output.manifest import read_manifest
@@ -291,3 +291,28 @@ def test_unify_schemas_and_conform_directly():
     assert got.to_pydict() == {"i": [1, -1], "f": [0.5, None], "t": [None, None]}
     with pytest.raises(SchemaError, match=r"column 'x': bool in a and int64 in b"):
         unify_schemas(["a", "b"], [pa.schema([("x", pa.bool_())]), pa.schema([("x", pa.int64())])])
+
+
+@pytest.mark.parametrize("schema", ["strict", "unify"])
+def test_two_columns_of_one_name_fail_the_plan_naming_the_file(tmp_path, schema):
+    csv_path = tmp_path / "dup.csv"
+    csv_path.write_text("a,a,b\n1,2,3\n", encoding="utf-8")
+    parquet_path = tmp_path / "dup.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array([2])], ["x", "x"]), parquet_path)
+    for path, hint in ((csv_path, " (or give csv.column_names)"), (parquet_path, "")):
+        result = run_cli_captured(
+            ["convert", "--input", path, "--output", tmp_path / "out", "--schema", schema]
+        )
+        assert result.code == 2
+        name = "a" if path == csv_path else "x"
+        assert f"{path}: more than one column is named '{name}': rename them in the file{hint}" in (
+            result.err
+        )
+    config = tmp_path / "names.yaml"
+    config.write_text("csv:\n  column_names: [a1, a2, b]\n", encoding="utf-8")
+    out = tmp_path / "renamed"
+    result = run_cli_captured(
+        ["convert", "--config", config, "--input", csv_path, "--output", out, "--schema", schema]
+    )
+    assert result.code == 0, result.err
+    assert read_output(out) == [{"a1": [1], "a2": [2], "b": [3]}]

@@ -107,6 +107,8 @@ def _failing_rows(
     batch: TableBatch, fn: Callable[[TableBatch], Any], indices: np.ndarray
 ) -> list[tuple[int, ConversionError]]:
     """Each row among `indices` that makes `fn` raise on its own, with its error (bisection)."""
+    if not len(indices):  # no row to blame (fn of no rows may still raise: not a row's fault)
+        return []
     try:
         fn(take_rows(batch, indices))
     except ConversionError as err:

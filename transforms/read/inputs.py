@@ -27,7 +27,7 @@ from transforms.fs import FileSystems
 from transforms.names import FORMATS
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local
-from transforms.read.json_reader import json_schema
+from transforms.read.json_reader import NoLinesError, json_schema
 from transforms.read.parquet_reader import (
     UNIFY_HINT,
     footer_schema,
@@ -45,6 +45,7 @@ __all__ = [
     "match_inputs",
     "planned_schema",
     "unified_input_schema",
+    "unique_column_names",
 ]
 
 _JSONL = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -125,10 +126,11 @@ def input_schema(
     """The one schema every input file agrees on; an error names two files that disagree.
 
     `footers`: the Parquet footers of `paths` when the caller has read them (else they are
-    read here). JSON Lines: the first file's fields with `types` (configured types by name);
-    a line of another file with a field not among them is a bad row."""
+    read here). JSON Lines: the fields of the first file that has a line, with `types`
+    (configured types by name); a line of another file with a field not among them is a bad
+    row, and a file with no line has no rows."""
     if fmt == "jsonl":
-        return json_schema(paths[0], types or {})
+        return _first_json_schema(paths, types or {})
     if fmt == "parquet":
         if footers is None:
             footers = parquet_footers(paths)
@@ -141,6 +143,7 @@ def input_schema(
             schemas.append(
                 first if names == first.names else pa.schema([(n, pa.null()) for n in names])
             )
+    unique_column_names(paths[0], schemas[0], fmt)
     for path, schema in zip(paths[1:], schemas[1:], strict=True):
         diff = schema_difference(schemas[0], schema)
         if diff:
@@ -148,6 +151,45 @@ def input_schema(
                 f"{paths[0]} and {path} do not have the same schema: {diff}{UNIFY_HINT}"
             )
     return schemas[0].remove_metadata()
+
+
+def _json_schema_or_none(path: str, types: Mapping[str, pa.DataType]) -> pa.Schema:
+    """`json_schema`, or no field for a file with no line (it has no rows)."""
+    try:
+        return json_schema(path, types)
+    except NoLinesError:
+        return pa.schema([])
+
+
+def _first_json_schema(paths: Sequence[str], types: Mapping[str, pa.DataType]) -> pa.Schema:
+    """`json_schema` of the first file that has a line; InputError when none has one."""
+    for path in paths:
+        try:
+            return json_schema(path, types)
+        except NoLinesError:
+            continue
+    raise _no_lines(paths)
+
+
+def _no_lines(paths: Sequence[str]) -> InputError:
+    files = f"{len(paths)} JSON Lines files" if len(paths) > 1 else "JSON Lines file"
+    return InputError(
+        f"no line in the {files} ({paths[0]}{', ...' if len(paths) > 1 else ''}): no field to "
+        "take the schema from"
+    )
+
+
+def unique_column_names(path: str, schema: pa.Schema, fmt: str) -> None:
+    """SchemaError naming the file when it has two columns of one name (a CSV header can; a
+    record cannot hold two features of one name)."""
+    names = schema.names
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        hint = " (or give csv.column_names)" if fmt == "csv" else ""
+        raise SchemaError(
+            f"{path}: more than one column is named {', '.join(map(repr, dupes))}: rename "
+            f"them in the file{hint}"
+        )
 
 
 def unified_input_schema(
@@ -173,7 +215,11 @@ def unified_input_schema(
             own = {k: v for k, v in csv.column_types.items() if k in names}
             schemas.append(csv_schema(path, dataclasses.replace(csv, column_types=own)))
     else:
-        schemas = [json_schema(path, types or {}) for path in paths]
+        schemas = [_json_schema_or_none(path, types or {}) for path in paths]
+        if not any(schemas):
+            raise _no_lines(paths)
+    for path, schema in zip(paths, schemas, strict=True):
+        unique_column_names(path, schema, fmt)
     return unify_schemas(paths, schemas)
 
 

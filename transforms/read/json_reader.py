@@ -28,11 +28,22 @@ from transforms.encode.schema import ConversionError
 from transforms.fs import CompressionTypes, FileSystems
 from transforms.read.files import InputError, open_input
 
-__all__ = ["BLOCK_BYTES", "INFER_BYTES", "json_batches", "json_schema", "parse_lines"]
+__all__ = [
+    "BLOCK_BYTES",
+    "INFER_BYTES",
+    "NoLinesError",
+    "json_batches",
+    "json_schema",
+    "parse_lines",
+]
 
 INFER_BYTES = 16 << 20  # how much of the first file type inference reads (as CSV's default)
 BLOCK_BYTES = 4 << 20  # the reader's block size
 _BLANK = b" \t\r\n"
+
+
+class NoLinesError(InputError):
+    """A JSON Lines file with no line (empty, or blank lines only): no rows and no fields."""
 
 
 def _open(path: str, parse: pajson.ParseOptions, block: int) -> pajson.JSONStreamingReader:
@@ -43,7 +54,8 @@ def _open(path: str, parse: pajson.ParseOptions, block: int) -> pajson.JSONStrea
 
 def json_schema(path: str, types: Mapping[str, pa.DataType]) -> pa.Schema:
     """Field types of the JSON Lines file: configured ones (`types`, first), the rest inferred
-    by pyarrow from its first `INFER_BYTES`, in the order the file names them."""
+    by pyarrow from its first `INFER_BYTES`, in the order the file names them. NoLinesError
+    when the file has no line."""
     explicit = pa.schema(types) if types else None
     parse = pajson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
     try:
@@ -75,6 +87,8 @@ def _good_lines_schema(path: str, explicit: pa.Schema | None) -> pa.Schema:
             if line.strip(_BLANK):
                 lines.append(line.rstrip(b"\r\n"))
                 numbers.append(number)
+    if not lines:
+        raise NoLinesError(f"{path}: no line of JSON (an empty file, or blank lines only)")
     sample = TableBatch(_lines_table(lines, numbers), path, 0)
     try:
         table, _ = isolate_bad_rows(sample, lambda b: parse_lines(b, explicit, "infer"), "read")
@@ -83,7 +97,10 @@ def _good_lines_schema(path: str, explicit: pa.Schema | None) -> pa.Schema:
         hint = f" (set columns.{kinds.group(1)}.type)" if kinds else ""
         raise InputError(f"{path}: cannot infer the types of the JSON Lines{hint}: {err}") from err
     if table is None:
-        raise InputError(f"{path}: no line of its first {INFER_BYTES} bytes reads as JSON Lines")
+        why = f"; line {numbers[0]}: {_explain(lines[0], explicit, 'infer')[1]}" if lines else ""
+        raise InputError(
+            f"{path}: no line of its first {INFER_BYTES:,} bytes reads as JSON Lines{why}"
+        )
     return table.schema
 
 
