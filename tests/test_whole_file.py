@@ -83,6 +83,18 @@ def test_zero_row_parquet(tmp_path):
     assert "no data row" in fails(tmp_path, path, EXIT_USAGE)
 
 
+def test_zero_rows_in_many_files_named_on_one_short_line(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(40):
+        pq.write_table(pa.table({"a": pa.array([], pa.int64())}), folder / f"part-{i:02}.parquet")
+    line = fails(tmp_path, folder / "*.parquet", EXIT_USAGE)
+    assert line.endswith(
+        f"{folder}/part-00.parquet, {folder}/part-01.parquet, {folder}/part-02.parquet and 37 "
+        "more: no data row in the input (nothing to convert)"
+    )
+
+
 @pytest.mark.parametrize("text", ["a,b\n", "a,b\n\n\n"])
 def test_header_only_csv(tmp_path, text):
     path = tmp_path / "header.csv"

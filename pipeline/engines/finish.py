@@ -23,7 +23,7 @@ from transforms import fs
 from transforms.deadletter import ERRORS_DIR, check_bad_rows
 from transforms.encode.records import BatchStats
 from transforms.preprocess.artifacts import manifest_section, transform_dir
-from transforms.read.files import InputError
+from transforms.read.files import InputError, name_files
 from transforms.write.files import ShardFile
 from transforms.write.index import write_index
 
@@ -60,7 +60,7 @@ def finish_job(
     if stats.rows == 0 and bad_count == 0:
         dropped = " (or the transforms' filters dropped every row)" if plan.preprocess else ""
         raise InputError(
-            f"{', '.join(plan.paths)}: no data row in the input{dropped}; nothing to convert"
+            f"{name_files(plan.paths)}: no data row in the input{dropped}; nothing to convert"
         )
     errors_dir = fs.join(config.output, ERRORS_DIR)
     good = stats.steps if plan.sequence is not None and plan.sequence.grouped else stats.rows

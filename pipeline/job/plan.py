@@ -43,7 +43,7 @@ from transforms.files.plan import FilesPlan, file_bytes_per_row, mark_images, pl
 from transforms.preprocess.artifacts import check_artifacts
 from transforms.preprocess.chain import PreprocessPlan, plan_preprocess
 from transforms.preprocess.spec import StepError
-from transforms.read.files import InputError, configured_types, is_local
+from transforms.read.files import InputError, configured_types, is_local, name_files
 from transforms.read.inputs import detect_format, match_input_files, planned_schema
 from transforms.read.parquet_reader import footer_schema, parquet_footer, parquet_footers
 from transforms.read.partitions import add_partition_fields, plan_partitions
@@ -302,7 +302,7 @@ def plan_job(config: JobConfig) -> JobPlan:
         schema = add_partition_fields(schema, partitions, paths[0])
         work = with_partitions(work, partitions)
     if not work:  # Parquet files without a row group
-        raise InputError(f"{', '.join(paths)}: no data row in the input (nothing to convert)")
+        raise InputError(f"{name_files(paths)}: no data row in the input (nothing to convert)")
     sample = _first_batch(work[0], fmt, schema, config)
     preprocess = plan_preprocess(config.transforms, schema) if config.transforms else None
     artifacts = None

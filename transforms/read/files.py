@@ -3,7 +3,7 @@ the configured types of columns (`columns.<name>.type`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 import pyarrow as pa
@@ -12,11 +12,18 @@ from transforms.encode.schema import SchemaError
 from transforms.fs import CompressionTypes, FileSystems
 from transforms.read.type_names import parse_type
 
-__all__ = ["InputError", "configured_types", "is_local", "open_input"]
+__all__ = ["InputError", "configured_types", "is_local", "name_files", "open_input"]
 
 
 class InputError(ValueError):
     """An input that cannot be read: the message names the file."""
+
+
+def name_files(paths: Sequence[str], shown: int = 3) -> str:
+    """The first `shown` of `paths` for an error line, and how many more (an input of thousands
+    of files gives one line, not all their names)."""
+    more = len(paths) - shown
+    return ", ".join(paths[:shown]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def is_local(path: str) -> bool:

@@ -26,7 +26,7 @@ from transforms.encode.schema import SchemaError
 from transforms.fs import FileSystems
 from transforms.names import FORMATS
 from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
-from transforms.read.files import InputError, is_local
+from transforms.read.files import InputError, is_local, name_files
 from transforms.read.json_reader import NoLinesError, json_schema
 from transforms.read.parquet_reader import (
     UNIFY_HINT,
@@ -172,10 +172,9 @@ def _first_json_schema(paths: Sequence[str], types: Mapping[str, pa.DataType]) -
 
 
 def _no_lines(paths: Sequence[str]) -> InputError:
-    files = f"{len(paths)} JSON Lines files" if len(paths) > 1 else "JSON Lines file"
+    files = f"{len(paths):,} JSON Lines files" if len(paths) > 1 else "JSON Lines file"
     return InputError(
-        f"no line in the {files} ({paths[0]}{', ...' if len(paths) > 1 else ''}): no field to "
-        "take the schema from"
+        f"no line in the {files} ({name_files(paths)}): no field to take the schema from"
     )
 
 
