@@ -97,7 +97,7 @@ def summarize_plan(plan: JobPlan) -> dict[str, Any]:
         "read": {
             "format": plan.fmt,
             "files": len(plan.paths),
-            "row_groups": sum(w.row_group is not None for w in plan.work)
+            "row_groups": sum(w.row_groups for w in plan.work if w.row_group is not None)
             if plan.fmt == "parquet"
             else None,
             "rows": rows,

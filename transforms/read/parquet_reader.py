@@ -16,6 +16,8 @@ saves (measured: 10,000 files, 2.5 s one by one, 3.7 s with 16 threads).
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,6 +38,7 @@ __all__ = [
     "parquet_file",
     "parquet_footer",
     "parquet_footers",
+    "row_group_file",
     "schema_difference",
 ]
 
@@ -49,6 +52,40 @@ UNIFY_HINT = " (schema: unify reads files whose schemas differ as their union)"
 def parquet_file(path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(open_input(path))
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path}: cannot read as Parquet: {err}") from err
+
+
+FOOTERS_KEPT = 4  # footers a process keeps for the row groups of a file still being read
+
+_footers: dict[tuple[str, int, int], pq.FileMetaData] = {}
+_footers_lock = threading.Lock()  # a Beam worker reads on several threads
+
+
+def row_group_file(path: str) -> pq.ParquetFile:
+    """`parquet_file` for reading one of its row groups: the footer parsed once a process and
+    kept (the last FOOTERS_KEPT files, a local file's by size and modification time), not once
+    a row group. A row group is a work item, and parsing a footer costs time in proportion to
+    the file's row groups: a file of 4,000 small row groups took 95 s to convert parsing its
+    footer for each, against 2 s for the same rows in one group."""
+    key = (path, 0, 0)
+    if is_local(path):
+        try:
+            info = os.stat(path)
+        except OSError:
+            return parquet_file(path)  # the open names the fault
+        key = (path, info.st_size, info.st_mtime_ns)
+    with _footers_lock:
+        meta = _footers.get(key)
+    if meta is None:
+        source = parquet_file(path)
+        with _footers_lock:
+            while len(_footers) >= FOOTERS_KEPT:
+                del _footers[next(iter(_footers))]
+            _footers[key] = source.metadata
+        return source
+    try:
+        return pq.ParquetFile(open_input(path), metadata=meta)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: cannot read as Parquet: {err}") from err
 
@@ -102,16 +139,17 @@ def parquet_batches(
     schema: pa.Schema | None = None,
     schema_of: str | None = None,
     target: pa.Schema | None = None,
+    count: int = 1,
 ) -> Iterator[TableBatch]:
-    """The rows of one row group (`row_group` None: of every row group of the file, in order)
-    as batches of at most `batch_rows` rows.
+    """The rows of `count` row groups from `row_group` (`row_group` None: of every row group of
+    the file), in order, as batches of at most `batch_rows` rows.
 
     `schema`, `schema_of`: the schema the file must have and the file it was planned from; a
     file with another raises SchemaError naming both (as the plan does when it reads every
     footer). `target`: the planned schema each batch is cast to when the file's differs
     (`schema: unify`, `columns.<name>.type`; transforms/read/unify.py)."""
     first = first_row
-    source = parquet_file(path)
+    source = parquet_file(path) if row_group is None else row_group_file(path)
     stored = source.schema_arrow
     plain = plain_schema(stored)  # extension types and list views read as plain types
     if schema is not None:
@@ -122,7 +160,7 @@ def parquet_batches(
             )
     if target is not None and schema_difference(target, plain) is None:
         target = None  # the file has the planned schema: nothing to cast
-    groups = None if row_group is None else [row_group]
+    groups = None if row_group is None else list(range(row_group, row_group + count))
     batches = source.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False)
     try:
         for batch in batches:

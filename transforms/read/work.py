@@ -57,6 +57,7 @@ class WorkItem:
     columns: tuple[str, ...] | None = None
     # a CSV or JSON Lines file cut by rows: its data rows [start, stop) (stop None: to the end)
     rows: tuple[int, int | None] | None = None
+    row_groups: int = 1  # Parquet: the consecutive row groups from `row_group` the item reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,12 +86,39 @@ def plan_work(
         footers = parquet_footers(paths)
     items = []
     for path, meta in zip(paths, footers, strict=True):
-        first = 0
-        for rg in range(meta.num_row_groups):
-            group = meta.row_group(rg)
-            if group.num_rows:  # an empty row group is no work
-                items.append(WorkItem(path, rg, first, group.num_rows, int(group.total_byte_size)))
-            first += group.num_rows
+        items += _row_group_items(path, meta)
+    return items
+
+
+# A work item costs the in-process engine a few milliseconds whatever its rows (its task
+# message, its spill file, its statistics), and reading one row group of a file costs a look at
+# its footer. A file of more row groups than MAX_ITEMS_PER_FILE has runs of consecutive row
+# groups read as one item: a run ends once it holds RUN_ROWS rows (or 1 / MAX_ITEMS_PER_FILE of
+# the file's rows, if more) or RUN_BYTES bytes. A file of up to MAX_ITEMS_PER_FILE row groups
+# keeps one item per row group.
+MAX_ITEMS_PER_FILE = 256
+RUN_ROWS = 16_384
+RUN_BYTES = 64 << 20  # uncompressed, as the footer says
+
+
+def _row_group_items(path: str, meta: pq.FileMetaData) -> list[WorkItem]:
+    """The work items of one Parquet file: one per row group, or runs of consecutive row groups
+    past MAX_ITEMS_PER_FILE of them (an empty row group is no work: it starts no item)."""
+    groups = [meta.row_group(rg) for rg in range(meta.num_row_groups)]
+    rows = [g.num_rows for g in groups]
+    sizes = [int(g.total_byte_size) for g in groups]
+    joined = len(groups) > MAX_ITEMS_PER_FILE
+    least = max(RUN_ROWS, -(-sum(rows) // MAX_ITEMS_PER_FILE)) if joined else 1
+    items, start, first = [], 0, 0
+    while start < len(groups):
+        if not rows[start]:  # an empty row group starts no item
+            start += 1
+            continue
+        stop, n, size = start, 0, 0
+        while stop < len(groups) and (stop == start or (n < least and size < RUN_BYTES)):
+            n, size, stop = n + rows[stop], size + sizes[stop], stop + 1
+        items.append(WorkItem(path, start, first, n, size, row_groups=stop - start))
+        start, first = stop, first + n
     return items
 
 
@@ -249,4 +277,6 @@ def _read_file(
             item.path, None, item.first_row, batch_rows, schema, item.schema_of
         )
         return
-    yield from parquet_batches(item.path, item.row_group, item.first_row, batch_rows, target=schema)
+    yield from parquet_batches(
+        item.path, item.row_group, item.first_row, batch_rows, target=schema, count=item.row_groups
+    )

@@ -71,7 +71,11 @@ def describe_unit(unit: Unit) -> str:
     if item.rows is not None:
         start, stop = item.rows
         return f"{item.path} (rows {start:,} to {'the end' if stop is None else f'{stop - 1:,}'})"
-    return item.path if item.row_group is None else f"{item.path} (row group {item.row_group})"
+    if item.row_group is None:
+        return item.path
+    if item.row_groups > 1:
+        return f"{item.path} (row groups {item.row_group}-{item.row_group + item.row_groups - 1})"
+    return f"{item.path} (row group {item.row_group})"
 
 
 @dataclasses.dataclass(frozen=True)
