@@ -170,6 +170,8 @@ def main() -> None:
             f"  N={n:>2}: {total:6.2f} s  ({args.rows / total:>12,.0f} rows/s; "
             f"{best[1]['wall'] / total:5.2f}x one worker; serial {serial / total:.0%} of it)"
         )
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)  # the generated input goes with the temp dir
 
 
 if __name__ == "__main__":
