@@ -58,23 +58,25 @@ def parquet_file(path: str) -> pq.ParquetFile:
 
 FOOTERS_KEPT = 4  # footers a process keeps for the row groups of a file still being read
 
-_footers: dict[tuple[str, int, int], pq.FileMetaData] = {}
+_footers: dict[tuple[str, int, int, int, int], pq.FileMetaData] = {}
 _footers_lock = threading.Lock()  # a Beam worker reads on several threads
 
 
 def row_group_file(path: str) -> pq.ParquetFile:
-    """`parquet_file` for reading one of its row groups: the footer parsed once a process and
-    kept (the last FOOTERS_KEPT files, a local file's by size and modification time), not once
-    a row group. A row group is a work item, and parsing a footer costs time in proportion to
-    the file's row groups: a file of 4,000 small row groups took 95 s to convert parsing its
-    footer for each, against 2 s for the same rows in one group."""
-    key = (path, 0, 0)
-    if is_local(path):
-        try:
-            info = os.stat(path)
-        except OSError:
-            return parquet_file(path)  # the open names the fault
-        key = (path, info.st_size, info.st_mtime_ns)
+    """`parquet_file` for reading one of its row groups: a local file's footer parsed once a
+    process and kept (the last FOOTERS_KEPT files, by inode, size and change times), not once a
+    row group. A row group is a work item, and parsing a footer costs time in proportion to the
+    file's row groups: a file of 4,000 small row groups took 95 s to convert parsing its footer
+    for each, against 2 s for the same rows in one group. An object's footer is read each time
+    (an object rewritten in place has no cheap mark of change here); a file of thousands of
+    small row groups is a few hundred work items, runs of them (transforms/read/work.py)."""
+    if not is_local(path):
+        return parquet_file(path)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return parquet_file(path)  # the open names the fault
+    key = (path, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     with _footers_lock:
         meta = _footers.get(key)
     if meta is None:
