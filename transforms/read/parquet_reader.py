@@ -49,9 +49,10 @@ FOOTER_THREADS = 16  # footer reads in flight on an object store (64 measured sl
 UNIFY_HINT = " (schema: unify reads files whose schemas differ as their union)"
 
 
-def parquet_file(path: str) -> pq.ParquetFile:
+def parquet_file(path: str, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """One Parquet file opened (`metadata`: its footer as parsed before, not parsed again)."""
     try:
-        return pq.ParquetFile(open_input(path))
+        return pq.ParquetFile(open_input(path), metadata=metadata)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{path}: cannot read as Parquet: {err}") from err
 
@@ -86,10 +87,7 @@ def row_group_file(path: str) -> pq.ParquetFile:
                 del _footers[next(iter(_footers))]
             _footers[key] = source.metadata
         return source
-    try:
-        return pq.ParquetFile(open_input(path), metadata=meta)
-    except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{path}: cannot read as Parquet: {err}") from err
+    return parquet_file(path, meta)
 
 
 def parquet_footer(path: str) -> pq.FileMetaData:
