@@ -127,3 +127,54 @@ def test_pyarrow_converts_without_importing_pandas():
     assert done.stdout.strip() == (
         "False True [1, 2] ([0, 1, 2], [1.5, nan], '1970-01-01T00:00:00.000001', None)"
     )
+
+
+_GC_PROBE = """
+import gc, json, sys
+from pipeline.cli.startup import COMMAND_MODULES, import_paused
+
+runs = []
+gc.callbacks.append(lambda phase, info: phase == "start" and runs.append(info["generation"]))
+caller_paused = sys.argv[1] == "paused"
+if caller_paused:
+    gc.disable()
+import_paused(COMMAND_MODULES["convert"])
+during = len(runs)
+print(json.dumps({
+    "imported": "pipeline.cli.convert" in sys.modules and "numba" in sys.modules,
+    "collections_during": during,
+    "enabled": gc.isenabled(),
+    "frozen": gc.get_freeze_count(),
+}))
+"""
+
+
+@pytest.mark.parametrize("caller", ["running", "paused"])
+def test_imports_run_with_the_collector_paused_then_frozen(caller):
+    """`convert`'s modules (numba and pyarrow among them) import with no collection at all; the
+    collector runs again after, with what they made frozen; a collector the caller paused
+    stays paused and nothing is frozen."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", _GC_PROBE, caller], cwd=REPO, env=env, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["imported"] is True
+    assert seen["collections_during"] == 0
+    if caller == "running":
+        assert seen["enabled"] is True
+        assert seen["frozen"] > 50_000  # the imported modules' objects
+    else:
+        assert seen["enabled"] is False
+        assert seen["frozen"] == 0
+
+
+def test_each_command_modules_import():
+    """The modules named for each command exist (a renamed module would fail every run)."""
+    from pipeline.cli.startup import COMMAND_MODULES
+
+    for modules in COMMAND_MODULES.values():
+        for name in modules:
+            __import__(name)
