@@ -57,6 +57,8 @@ setup(
         "test": [
             "tensorflow-cpu>=2.15",
             "pytest>=8",
+            # the suite on the machine's cores, a test file per worker (pyproject.toml)
+            "pytest-xdist>=3.6",
             "hypothesis>=6",
             "ruff>=0.5",
             # a real local cluster and a GCS emulator, started by the tests on 127.0.0.1
