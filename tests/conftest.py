@@ -67,6 +67,7 @@ pytest_plugins = ("object_store",)
 MAX_TEST_WORKERS = 4
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (`-p no:xdist`) ignores it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_TEST_WORKERS))
 
