@@ -40,17 +40,15 @@ def import_paused(modules: Iterable[str]) -> None:
     """Import `modules` with the cyclic garbage collector paused, then freeze every object
     the process holds (they stay for its life) and resume the collector. Only for a process
     the command line owns (`run()`); a collector someone else paused stays paused."""
-    if not gc.isenabled():
-        for name in modules:
-            importlib.import_module(name)
-        return
+    running = gc.isenabled()
     gc.disable()
     try:
         for name in modules:
             importlib.import_module(name)
     finally:
-        gc.freeze()
-        gc.enable()
+        if running:
+            gc.freeze()
+            gc.enable()
 
 
 class _HidePandas(MetaPathFinder):
