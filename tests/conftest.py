@@ -62,12 +62,11 @@ DEFAULT_PEER_DATA = REPO.parent / "shared" / "peer-data" / "tfx-chicago-taxi"
 pytest_plugins = ("object_store",)
 
 # pytest-xdist's `-n auto` (pyproject.toml): the cores this process may use, at most 4 (each
-# worker holds TensorFlow, Beam and numba, 0.8 GB after their imports; past 4 the longest test
-# files set the time).
+# worker holds TensorFlow, Beam and numba, 0.8 GB after their imports).
 MAX_TEST_WORKERS = 4
 
 
-@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (`-p no:xdist`) ignores it
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (`-p no:xdist -o addopts=-ra`)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_TEST_WORKERS))
 
