@@ -18,12 +18,13 @@ COPY configs ./configs
 COPY flex_template ./flex_template
 
 # Pinned worker dependencies, then the package itself; fail the build on any conflict.
-# compile_kernels() (run outside the source tree, so the installed copy is compiled) leaves
-# numba's compiled encoder in the image, so workers start warm.
+# compile_kernels() and compile_kernel() (run outside the source tree, so the installed copy is
+# compiled) leave numba's compiled encoder and local file reader in the image: workers start warm.
 RUN pip install --no-cache-dir -r requirements-worker.txt \
     && pip install --no-cache-dir --no-deps . \
     && pip check \
-    && cd / && python -c "from transforms.encode.kernel.example import compile_kernels; compile_kernels()"
+    && cd / && python -c "from transforms.encode.kernel.example import compile_kernels; compile_kernels()" \
+    && python -c "from transforms.files.local_reads import compile_kernel; compile_kernel()"
 
 # Flex Template: the launcher runs this file with the template's parameters. The package is
 # installed above, so no FLEX_TEMPLATE_PYTHON_SETUP_FILE / _REQUIREMENTS_FILE (faster launch).

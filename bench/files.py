@@ -19,11 +19,14 @@ The loops run in this process, TensorFlow imported before the clock starts. The 
 whole command (`python -m pipeline convert`, its start-up and plan included) at `--small` and
 `--rows` rows: its wall time at `--rows`, and its steady rate (the row difference over the
 wall-time difference: start-up and planning taken out). Both write uncompressed records
-(`--compression none`, as the loop's default `TFRecordWriter`). Every job output is checked to
+(`--compression none`, as the loop's default `TFRecordWriter`). `--python-reads` adds the job on
+1 CSV with `FILE_READS=python`: local files kept as bytes read by `read_local` in Python rather
+than by the compiled loop (transforms/files/local_reads.py). Every job output is checked to
 hold every row.
 
     python bench/files.py                       # 10,000 images, 100,000 rows
     python bench/files.py --images 2000 --rows 2000 --small 500 --rounds 1
+    python bench/files.py --modes bytes --python-reads  # also FILE_READS=python, 1 CSV
 """
 
 from __future__ import annotations
@@ -143,13 +146,15 @@ def loop(work: Path, rows: list[tuple[str, int]], mode: str, out: Path) -> float
 # -- the job -------------------------------------------------------------------------------
 
 
-def job(work: Path, source: Path | str, mode: str, rows: int, tag: str) -> dict:
+def job(
+    work: Path, source: Path | str, mode: str, rows: int, tag: str, env: dict | None = None
+) -> dict:
     config = work / f"{mode}.yaml"
     config.write_text(json.dumps({"files": MODES[mode]}), encoding="utf-8")
     out = work / f"out-{tag}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = convert_cmd(source, out, "--config", str(config), "--compression", "none", "--quiet")
-    result = run_process(cmd, work / "logs" / f"{tag}.log")
+    result = run_process(cmd, work / "logs" / f"{tag}.log", env)
     if result["rc"] == 0:
         manifest = json.loads((out / "manifest.json").read_text())
         if manifest["rows"] != rows or manifest["bad_rows"]["count"]:
@@ -167,6 +172,12 @@ def main() -> None:
     parser.add_argument("--modes", default="bytes,check,resize")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--python-reads",
+        action="store_true",
+        help="also the job on 1 CSV with FILE_READS=python (local files kept as bytes read "
+        "in Python, not by the compiled loop)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-files-"))
@@ -189,6 +200,8 @@ def main() -> None:
             best: dict[str, float] = {}
             for r in range(args.rounds):
                 order = [("loop", None), ("one", (small, big)), ("two", (small_parts, big_parts))]
+                if args.python_reads:
+                    order.insert(2, ("python", (small, big)))
                 for name, sources in order if r % 2 == 0 else order[::-1]:
                     if sources is None:
                         wall = loop(work, rows, mode, work / "loop.tfrecord")
@@ -201,7 +214,8 @@ def main() -> None:
                         ("small", source_small, args.small),
                         ("large", source_big, args.rows),
                     ):
-                        res = job(work, source, mode, count, f"{mode}-{name}-{size}-{r}")
+                        env = {"FILE_READS": "python"} if name == "python" else None
+                        res = job(work, source, mode, count, f"{mode}-{name}-{size}-{r}", env)
                         key = f"{name}_{size}"
                         if res["rc"] == 0:
                             best[key] = min(best.get(key, res["wall_s"]), res["wall_s"])
@@ -230,7 +244,8 @@ def report(results: dict, rows: int, small: int, total: int, small_bytes: int) -
         base = rows / best["loop"]
         print(f"| {mode} | loop (in process) | {best['loop']:.2f} | {base:,.0f} | "
               f"{mb / best['loop']:.1f} | 1.00 |")  # fmt: skip
-        for name, label in (("one", "job, 1 CSV"), ("two", "job, 2 CSVs")):
+        ways = (("one", "job, 1 CSV"), ("python", "job, 1 CSV, read in Python"))
+        for name, label in (*ways, ("two", "job, 2 CSVs")):
             if f"{name}_large" not in best:
                 continue
             wall = best[f"{name}_large"]

@@ -485,9 +485,11 @@ def test_a_reference_out_of_its_bucket_is_a_bad_row():
     assert row["reason"] == "gs://b/d/t.csv: row 0: column 'u': ../../x.png: leads out of gs://b"
 
 
-def test_a_fault_that_is_not_the_files_fails_the_batch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("way", ["python", "compiled"])
+def test_a_fault_that_is_not_the_files_fails_the_batch(tmp_path, monkeypatch, way):
     _files_dir(tmp_path, 3)
-    table = pa.table({"u": ["0.png", "1.png", "2.png"]})
+    monkeypatch.setenv("FILE_READS", way)
+    table = pa.table({"u": ["0.png", "gone.png", "2.png"]})  # the compiled loop leaves gone.png
     plan = _plan({"u": {}}, table.schema)
 
     def broken(path, limit):

@@ -8,5 +8,6 @@ file's header is read. Plain functions, without Beam; `beam.py` wires them:
 - `fetch.py`: references resolved (relative to the table) and read, bounded in size;
 - `image.py`, `audio.py`: what an image or audio file is checked and turned into;
 - `stage.py`: a batch's files read on threads, in parts of bounded size, bad files as bad rows;
+- `local_reads.py`: local files kept as bytes read by a compiled loop into a part's buffers;
 - `beam.py`: `ReadFiles`.
 """

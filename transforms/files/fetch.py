@@ -24,12 +24,14 @@ import pyarrow.compute as pc
 from transforms import fs
 
 __all__ = [
+    "OPEN_FLAGS",
     "BadFileError",
     "file_size",
     "read_file",
     "read_local",
     "resolve",
     "resolve_column",
+    "resolve_local_column",
     "table_directory",
 ]
 
@@ -40,7 +42,7 @@ class BadFileError(Exception):
     """What is wrong with one file (the reason of its bad row, without file, row and column)."""
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 _READ_CHUNK = 1 << 24
 
 
@@ -81,15 +83,24 @@ def resolve_column(refs: pa.Array, directory: str) -> list[str | BadFileError | 
             except BadFileError as fault:
                 out.append("" if ref == "" else BadFileError(f"{ref}: {fault}"))
         return out
+    return resolve_local_column(refs, directory).to_pylist()
+
+
+def resolve_local_column(refs: pa.Array, directory: str) -> pa.Array:
+    """`resolve` of every reference of a column of a local table (`directory` is local), as an
+    Arrow string array: the path, null for a null; an empty reference stays "" (which
+    `read_file` refuses)."""
+    if pa.types.is_dictionary(refs.type):
+        refs = refs.cast(refs.type.value_type)
     if not directory:
-        return refs.to_pylist()
+        return refs
     kept = pc.or_kleene(
         pc.or_kleene(pc.match_substring_regex(refs, _SCHEME), pc.starts_with(refs, "/")),
         pc.equal(refs, ""),
     )
     prefix = directory if directory.endswith("/") else directory + "/"
     joined = pc.binary_join_element_wise(prefix, refs, "")
-    return pc.if_else(kept, refs, joined).to_pylist()
+    return pc.if_else(kept, refs, joined)
 
 
 def _too_big(limit: int, size: int | None) -> BadFileError:
@@ -102,9 +113,11 @@ def read_local(path: str, limit: int) -> bytes:
     if not path:
         raise BadFileError("an empty path")
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except FileNotFoundError:
         raise BadFileError("file not found") from None
+    except ValueError:  # a NUL byte in the path, which no file's name can hold
+        raise BadFileError("a path with a NUL byte") from None
     except OSError as err:
         raise BadFileError(f"cannot open the file ({err.strerror or err})") from None
     try:

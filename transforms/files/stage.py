@@ -6,15 +6,17 @@ row order, a bounded number at a time: by 32 threads for an object store (each r
 the network); by as many threads as this process has cores when local files are decoded
 (Pillow's and libsndfile's C code lets other threads run); by this thread alone when local
 files are only read (a read of a small file in the page cache costs about as much as handing
-it to a thread). The rows come out in parts of about `CHUNK_BYTES` of file contents, each part
-ready to be encoded and written before the next is read, so a worker holds one part, and the
-files in flight, at a time: memory does not grow with the batch. A part's contents are joined
-into one Arrow buffer once, when the part is cut.
+it to a thread), and then, where it runs, by the compiled loop of local_reads.py straight into
+the part's buffers, the rows it leaves read here. The rows come out in parts of about
+`CHUNK_BYTES` of file contents, each part ready to be encoded and written before the next is
+read, so a worker holds one part, and the files in flight, at a time: memory does not grow
+with the batch. Read here, a part's contents are joined into one Arrow buffer once, when the
+part is cut.
 
 A row whose file cannot be had (no such file, too large, not an image, corrupt: a
 `BadFileError`) is left out of its part and becomes a bad row (stage `files`), with the file's
 path and the reason; its other columns are as they came. Rows are checked one by one as they
-are read, so no file is read twice.
+are read; a file is read twice only when the compiled loop leaves it to this module.
 """
 
 from __future__ import annotations
@@ -29,14 +31,18 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from transforms import fs
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import bad_row, row_values
+from transforms.files import local_reads
 from transforms.files.fetch import (
     BadFileError,
     read_file,
     read_local,
     resolve_column,
+    resolve_local_column,
     table_directory,
 )
 from transforms.files.plan import FilesPlan, PlannedColumn
@@ -192,19 +198,41 @@ class _Part:
         facts appended, in the order of the plan's schema."""
         if not self.rows:
             return None
-        part = take_rows(source, np.asarray(self.rows, dtype=np.int64))
-        table = part.table
-        for column, values, facts in zip(self.columns, self.values, self.facts, strict=True):
-            contents = _binary(values)
-            if column.output == column.column:
-                index = table.schema.get_field_index(column.column)
-                table = table.set_column(index, pa.field(column.output, pa.binary()), contents)
-            else:
-                table = table.append_column(pa.field(column.output, pa.binary()), contents)
-            for k, (name, kind) in enumerate(column.extra):
-                value = pa.array([None if f is None else f[k] for f in facts], kind)
-                table = table.append_column(pa.field(name, kind), value)
-        return dataclasses.replace(part, table=table)
+        contents = [_binary(values) for values in self.values]
+        return _with_contents(source, self.rows, self.columns, contents, self.facts)
+
+
+def _with_contents(
+    source: TableBatch,
+    rows: Sequence[int] | np.ndarray,
+    columns: Sequence[PlannedColumn],
+    contents: Sequence[pa.Array],
+    facts: Sequence[Sequence[tuple[Any, ...] | None]] | None,
+) -> TableBatch:
+    """The `rows` of `source`, each file column replaced by its `contents` and its `facts`
+    appended (None: the columns have none), in the order of the plan's schema."""
+    part = take_rows(source, np.asarray(rows, dtype=np.int64))
+    table = part.table
+    for k, column in enumerate(columns):
+        field = pa.field(column.output, pa.binary())
+        if column.output == column.column:
+            table = table.set_column(
+                table.schema.get_field_index(column.column), field, contents[k]
+            )
+        else:
+            table = table.append_column(field, contents[k])
+        for j, (name, kind) in enumerate(column.extra):
+            value = pa.array([None if f is None else f[j] for f in facts[k]], kind)
+            table = table.append_column(pa.field(name, kind), value)
+    return dataclasses.replace(part, table=table)
+
+
+def _bad(batch: TableBatch, numbers: np.ndarray, i: int, fault: _Fault) -> dict[str, Any]:
+    """Row `i` of the batch as a bad row of the files stage."""
+    row = int(numbers[i])
+    reason = f"{batch.source}: row {row}: column {fault.column!r}: {fault.reason}"
+    values = row_values(batch.table, i)
+    return bad_row(batch.source, row, fault.column, reason, STAGE, values)
 
 
 def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch | None, BadRows]]:
@@ -217,11 +245,19 @@ def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch 
         return
     directory = table_directory(batch.source)
     columns = plan.columns
+    decodes = any(c.options.kind != "bytes" for c in columns)
+    if not decodes and fs.is_local(batch.source) and local_reads.wanted():
+        paths = [
+            resolve_local_column(table.column(c.column).combine_chunks(), directory)
+            for c in columns
+        ]
+        if not any(pc.any(pc.match_substring(p, "://")).as_py() for p in paths):
+            yield from _read_compiled(columns, batch, paths)
+            return
     reader = _Reader(
         columns,
         [resolve_column(table.column(c.column).combine_chunks(), directory) for c in columns],
     )
-    decodes = any(c.options.kind != "bytes" for c in columns)
     threads = thread_count(not all(reader.local), decodes)
     size = _LOCAL_GROUP if all(reader.local) else 1
     groups = [range(i, min(i + size, n)) for i in range(0, n, size)]
@@ -230,10 +266,7 @@ def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch 
     for rows, results in zip(groups, in_order(reader.rows, groups, threads), strict=True):
         for i, result in zip(rows, results, strict=True):
             if isinstance(result, _Fault):
-                row = int(numbers[i])
-                reason = f"{batch.source}: row {row}: column {result.column!r}: {result.reason}"
-                values = row_values(table, i)
-                bad.append(bad_row(batch.source, row, result.column, reason, STAGE, values))
+                bad.append(_bad(batch, numbers, i, result))
             else:
                 part.add(i, result)
             if part.bytes >= CHUNK_BYTES:
@@ -241,3 +274,62 @@ def read_files(plan: FilesPlan, batch: TableBatch) -> Iterator[tuple[TableBatch 
                 part, bad = _Part(columns), []
     if part.rows or bad:
         yield part.batch(batch), bad
+
+
+def _read_compiled(
+    columns: Sequence[PlannedColumn], batch: TableBatch, paths: list[pa.Array]
+) -> Iterator[tuple[TableBatch | None, BadRows]]:
+    """`read_files` of local files kept as bytes: each part read by the compiled loop
+    (transforms/files/local_reads.py) into its columns' buffers; the rows it leaves (a file
+    with a fault, or one it does not read whole) read here one by one, as the Python way does."""
+    rows = local_reads.LocalRows(paths, [c.options.max_file_bytes for c in columns])
+    numbers = source_rows(batch)
+    start = 0
+    while start < rows.n:
+        end, buffers = rows.read(start, CHUNK_BYTES)
+        bad: BadRows = []
+        redone: dict[int, list[Cell]] = {}
+        for i in np.flatnonzero(rows.fallback[start:end]) + start:
+            result = _Reader(columns, [[p[int(i)].as_py()] for p in paths]).row(0)
+            if isinstance(result, _Fault):
+                bad.append(_bad(batch, numbers, int(i), result))
+            else:
+                redone[int(i)] = result
+        kept = np.arange(start, end)[~rows.fallback[start:end]]
+        contents = [_from_buffer(buffer, rows.sizes[k, kept]) for k, buffer in enumerate(buffers)]
+        if redone:  # rare: put the rows read here in their places
+            kept, contents = _with_redone(kept, contents, redone)
+        if len(kept):
+            yield _with_contents(batch, kept, columns, contents, None), bad
+        elif bad:
+            yield None, bad
+        start = end
+
+
+def _from_buffer(buffer: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """The rows' contents (`sizes`: NULL for a null) one after another in `buffer`, as one Arrow
+    binary array over it."""
+    n = len(sizes)
+    valid = sizes != local_reads.NULL
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.where(valid, sizes, 0), out=offsets[1:])
+    nulls = n - int(valid.sum())
+    bitmap = None if nulls == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    data = pa.py_buffer(buffer[: offsets[-1]])
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), data], nulls)
+
+
+def _with_redone(
+    kept: np.ndarray, contents: list[pa.Array], redone: dict[int, list[Cell]]
+) -> tuple[np.ndarray, list[pa.Array]]:
+    """The rows kept by the compiled loop and those read again here, in row order, and each
+    column's contents over both."""
+    order = np.sort(np.concatenate([kept, np.fromiter(redone, np.int64, len(redone))]))
+    place = {int(i): k for k, i in enumerate(kept)}
+    out = []
+    for k, column in enumerate(contents):
+        values = column.to_pylist()
+        out.append(
+            _binary([redone[i][k][0] if i in redone else values[place[i]] for i in order.tolist()])
+        )
+    return order, out

@@ -1,5 +1,5 @@
 """Raw memory access for the numba kernels: loads and stores at an address, a copy between two
-addresses (memcpy), and a call of a C function by its address.
+addresses (memcpy), and calls of C functions by their address.
 
 The encoder kernel takes every column of a batch as addresses in one int64 array (see
 `example`), so one compiled function serves any schema: a tuple or list of numpy arrays
@@ -23,6 +23,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
+    "c_function",
     "call_u32_of_bytes",
     "copy_memory",
     "load_i64",
@@ -123,3 +124,36 @@ def copy_memory(typingctx, dst, src, size):  # noqa: ANN001, ANN201 (numba's typ
         return context.get_dummy_value()
 
     return types.none(dst, src, size), codegen
+
+
+def c_function(result_bits: int, *arg_bits: int, var_arg: bool = False) -> object:
+    """An intrinsic `call(fn, args)` that calls the C function at address `fn` with the tuple
+    `args` of integers, passed as integers of `arg_bits` bits (a pointer is an address, 64
+    bits), its result (of `result_bits` bits) sign-extended to int64: with `read =
+    c_function(64, 32, 64, 64)`, `read(fn, (fd, address, size))` calls `ssize_t read(int, void
+    *, size_t)`. `var_arg` for a variadic function such as `open`, so the call follows the
+    platform's convention for one (on x86-64, the count of vector registers in `al`)."""
+    count = len(arg_bits)
+
+    @intrinsic
+    def call(typingctx, fn, args):  # noqa: ANN001, ANN202
+        if not (isinstance(fn, types.Integer) and isinstance(args, types.BaseTuple)):
+            return None
+        if len(args) != count or not all(isinstance(t, types.Integer) for t in args):
+            return None
+
+        def codegen(context, builder, signature, values):  # noqa: ANN001, ANN202
+            target = _address(context, builder, values[0], signature.args[0])
+            params = [ir.IntType(bits) for bits in arg_bits]
+            given = []
+            for k, param in enumerate(params):
+                value = builder.extract_value(values[1], k)
+                value = _address(context, builder, value, signature.args[1][k])
+                given.append(builder.trunc(value, param) if param.width < 64 else value)
+            fnty = ir.FunctionType(ir.IntType(result_bits), params, var_arg=var_arg)
+            result = builder.call(builder.inttoptr(target, fnty.as_pointer()), given)
+            return builder.sext(result, ir.IntType(64)) if result_bits < 64 else result
+
+        return types.int64(fn, args), codegen
+
+    return call
