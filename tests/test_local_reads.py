@@ -174,3 +174,32 @@ def test_the_c_calls_return_what_the_c_library_says(tmp_path):
 
     assert call(address, -7) == 7
     assert call(address, -(2**40)) == 2**40
+
+
+def test_where_the_kernel_cannot_read_a_file_the_stage_reads_in_python(tmp_path, monkeypatch):
+    assert local_reads.wanted()
+    monkeypatch.setenv("FILE_READS", "python")
+    assert not local_reads.wanted()
+    monkeypatch.delenv("FILE_READS")
+    refused = np.array(local_reads.libc_functions())
+    # statx as a sandbox that refuses it: abs(fd), never 0 (success)
+    refused[1] = ctypes.cast(ctypes.CDLL(None).abs, ctypes.c_void_p).value
+    monkeypatch.setattr(local_reads, "libc_functions", lambda: refused)
+    local_reads._reads_a_file.cache_clear()
+    try:
+        assert not local_reads.wanted()  # the probe of the module's own file found it unread
+
+        def unused(*args):
+            raise AssertionError("the compiled loop ran")
+
+        monkeypatch.setattr(local_reads, "LocalRows", unused)
+        (tmp_path / "a.bin").write_bytes(b"abc")
+        table = pa.table({"u": ["a.bin"]})
+        ((part, bad),) = list(
+            stage.read_files(
+                _plan({"u": {}}, table.schema), TableBatch(table, str(tmp_path / "t"), 0)
+            )
+        )
+        assert part.table["u"].to_pylist() == [b"abc"] and not bad
+    finally:
+        local_reads._reads_a_file.cache_clear()

@@ -19,8 +19,9 @@ found, a directory, too large, a FIFO, ...) or reads it as it is now (a file tha
 
 Linux with the C library's `statx` (glibc 2.28, musl 1.2.5) on a little-endian machine only
 (`struct statx` has the same layout on every Linux architecture; its fields are read as
-little-endian), found when first asked for; elsewhere, or with `FILE_READS=python` in the
-environment, the stage reads every file in Python.
+little-endian), where the kernel reads this module's own file when a process first asks;
+elsewhere, or with `FILE_READS=python` in the environment, the stage reads every file in
+Python.
 """
 
 from __future__ import annotations
@@ -83,9 +84,24 @@ _NAMES = ("open", "statx", "read", "close")
 
 
 def wanted() -> bool:
-    """Whether the stage reads local bytes with the kernel: where it runs, unless `FILE_READS`
-    in the environment says `python`."""
-    return os.environ.get("FILE_READS", "").lower() != "python" and libc_functions() is not None
+    """Whether the stage reads local bytes with the kernel: where it runs and reads a file,
+    unless `FILE_READS` in the environment says `python`."""
+    return os.environ.get("FILE_READS", "").lower() != "python" and _reads_a_file()
+
+
+@functools.cache
+def _reads_a_file() -> bool:
+    """Whether the kernel reads this module's own file, once per process: where a system call
+    is refused (a sandbox that filters statx), every file would be left to the Python way and
+    opened twice, so the stage reads in Python from the start."""
+    if libc_functions() is None:
+        return False
+    path = os.path.abspath(__file__)
+    rows = LocalRows([pa.array([path], pa.string())], [1 << 30])
+    end, (buffer,) = rows.read(0, 1 << 20)
+    size = int(rows.sizes[0, 0])
+    with open(path, "rb") as f:
+        return end == 1 and not rows.fallback[0] and bytes(buffer[:size]) == f.read()
 
 
 @njit(cache=True, nogil=True)
@@ -209,5 +225,4 @@ class LocalRows:
 
 def compile_kernel() -> None:
     """Compile (or load from numba's cache) the kernel, e.g. while building a container."""
-    if libc_functions() is not None:
-        LocalRows([pa.array([os.devnull, None])], [16]).read(0, 16)
+    _reads_a_file()
