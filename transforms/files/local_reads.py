@@ -50,6 +50,7 @@ __all__ = ["FALLBACK", "NULL", "LocalRows", "compile_kernel", "libc_functions", 
 
 NULL = -1  # a row's size: its path is null
 FALLBACK = -2  # a row's size: the kernel left the file to the Python way
+_PAST_BUDGET = -3  # what _read_one gives for a file that takes more room than the part has
 
 # int open(const char *, int, ...); int statx(int, const char *, int, unsigned, struct statx *);
 # ssize_t read(int, void *, size_t); int close(int)
@@ -107,8 +108,8 @@ def _reads_a_file() -> bool:
 @njit(cache=True, nogil=True)
 def _read_one(fns, path, length, scratch, out, room, limit):  # noqa: ANN001, ANN202
     """One file's bytes at address `out`: its size; FALLBACK when the Python way must read it;
-    or, when it is no larger than `limit` but takes more than `room` bytes (its size and one
-    more, to see a file that grew), -3 - its size. `path` is the address of `length` bytes."""
+    or _PAST_BUDGET when it is no larger than `limit` but takes more than `room` bytes (its size
+    and one more, to see a file that grew). `path` is the address of `length` bytes."""
     if length <= 0 or length >= _PATH_MAX:
         return FALLBACK
     for k in range(length):  # the path with a NUL after it: one inside would cut it short
@@ -130,7 +131,7 @@ def _read_one(fns, path, length, scratch, out, room, limit):  # noqa: ANN001, AN
             if size > limit:
                 size = FALLBACK
             elif size + 1 > room:
-                size = -3 - size
+                size = _PAST_BUDGET
             elif _c_read(fns[2], (fd, out, size + 1)) != size:
                 size = FALLBACK
     _c_close(fns[3], (fd,))
@@ -156,7 +157,7 @@ def _read_rows(fns, columns, valid, start, n, budget, sizes, fallback, scratch):
             room = (budget - total - row if kept else budget) + 1
             out = columns[k, 2] + pos[k]
             size = _read_one(fns, columns[k, 1] + a, b - a, base, out, room, columns[k, 3])
-            if size <= -3:  # past the budget: the part ends before this row, or after it
+            if size == _PAST_BUDGET:  # past the budget: the part ends before this row, or after it
                 if kept:  # when no row is kept yet, the Python way reads it as a part alone
                     return i
                 fallback[i] = True

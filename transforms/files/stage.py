@@ -45,6 +45,7 @@ from transforms.files.fetch import (
     resolve_local_column,
     table_directory,
 )
+from transforms.files.local_reads import NULL
 from transforms.files.plan import FilesPlan, PlannedColumn
 
 __all__ = ["CHUNK_BYTES", "REMOTE_THREADS", "STAGE", "in_order", "read_files", "thread_count"]
@@ -163,17 +164,21 @@ class _Reader:
 
 def _binary(values: list[bytes | None]) -> pa.Array:
     """`values` as one Arrow binary array: the bytes joined once, offsets from their lengths."""
-    n = len(values)
-    lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int64, n)
+    sizes = np.fromiter((NULL if v is None else len(v) for v in values), np.int64, len(values))
+    return _from_buffer(b"".join(v for v in values if v is not None), sizes)
+
+
+def _from_buffer(buffer: bytes | np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """The rows' contents one after another in `buffer` (each row's size in `sizes`, NULL for a
+    null), as one Arrow binary array over it."""
+    n = len(sizes)
+    valid = sizes != NULL
     offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(v for v in values if v is not None)
-    valid = np.fromiter((v is not None for v in values), np.bool_, n)
+    np.cumsum(np.where(valid, sizes, 0), out=offsets[1:])
     nulls = n - int(valid.sum())
     bitmap = None if nulls == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(
-        pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
-    )
+    data = pa.py_buffer(buffer).slice(0, int(offsets[-1]))
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), data], nulls)
 
 
 class _Part:
@@ -304,19 +309,6 @@ def _read_compiled(
         elif bad:
             yield None, bad
         start = end
-
-
-def _from_buffer(buffer: np.ndarray, sizes: np.ndarray) -> pa.Array:
-    """The rows' contents (`sizes`: NULL for a null) one after another in `buffer`, as one Arrow
-    binary array over it."""
-    n = len(sizes)
-    valid = sizes != local_reads.NULL
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(np.where(valid, sizes, 0), out=offsets[1:])
-    nulls = n - int(valid.sum())
-    bitmap = None if nulls == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    data = pa.py_buffer(buffer[: offsets[-1]])
-    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), data], nulls)
 
 
 def _with_redone(
