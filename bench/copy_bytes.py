@@ -26,7 +26,7 @@ from numba import njit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transforms.encode.kernel.memory import load_i64, load_u8, store_u8, store_u64
-from transforms.write.grouped.records import _gathered_offsets, gather_records
+from transforms.encode.records import _gathered_offsets, gather_records
 
 SIZES = ((40, 80), (250, 350), (6_000, 7_000))
 

@@ -16,11 +16,11 @@ import pytest
 import tensorflow as tf
 from conftest import read_manifest, run_cli_captured
 
-from transforms.encode.records import EncodedBatch, concat_batches, encode_table
+from transforms.encode.records import EncodedBatch, concat_batches, encode_table, gather_records
 from transforms.encode.schema import plan_features
 from transforms.read.work import WorkItem
 from transforms.write.files import BlockFile
-from transforms.write.grouped.records import gather_records, shard_ids, shuffle_keys
+from transforms.write.grouped.records import shard_ids, shuffle_keys
 from transforms.write.rolling.task_files import TaskFiles
 from transforms.write.sizing import csv_bytes_per_row, plan_shards, plan_tasks
 

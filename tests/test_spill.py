@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms.encode.records import EncodedBatch, concat_batches, encode_table
+from transforms.encode.records import EncodedBatch, concat_batches, encode_table, gather_records
 from transforms.encode.schema import plan_features
 from transforms.write.beam import WriteShards
 from transforms.write.compression import file_suffix, gzip_compressor
@@ -27,7 +27,6 @@ from transforms.write.grouped.records import (
     BlockRuns,
     bucket_ids,
     framed_offsets,
-    gather_records,
     shard_ids,
     shuffle_keys,
 )

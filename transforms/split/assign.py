@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from transforms.batch import TableBatch, take_rows
 from transforms.encode.columns import to_kernel_column
 from transforms.encode.kernel.example import encode_records
+from transforms.encode.records import gather_records
 from transforms.encode.schema import FeatureSpec
 from transforms.hashing import hash_ranges
 from transforms.sequence.groups import key_hashes
@@ -81,20 +82,15 @@ def partition_records(
     buffer: np.ndarray, offsets: np.ndarray, ids: np.ndarray, count: int
 ) -> list[tuple[np.ndarray, np.ndarray] | None]:
     """Cut records (record i = buffer[offsets[i]:offsets[i+1]]) into `count` groups by `ids`,
-    keeping their order; None for a group with no record."""
-    lengths = np.diff(offsets)
-    byte_ids = np.repeat(ids, lengths)
-    start = int(offsets[0])
+    keeping their order; None for a group with no record.
+
+    A memcpy per record (`gather_records`). The numpy way before, a split id per byte
+    (`np.repeat`) and a boolean mask of the bytes per split, took 14.8x as long, 1.75-1.9x the
+    encoding's own time (bench/splits.py: 1M rows of the bench's basic table, 9:1)."""
     out: list[tuple[np.ndarray, np.ndarray] | None] = []
     for s in range(count):
-        chosen = ids == s
-        if not chosen.any():
-            out.append(None)
-            continue
-        data = buffer[start : start + len(byte_ids)][byte_ids == s]
-        off = np.zeros(int(chosen.sum()) + 1, dtype=np.int64)
-        np.cumsum(lengths[chosen], out=off[1:])
-        out.append((data, off))
+        rows = np.flatnonzero(ids == s)
+        out.append(gather_records(buffer, offsets, rows) if rows.size else None)
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Union
 
 import numpy as np
 
-from transforms.encode.records import EncodedBatch
+from transforms.encode.records import EncodedBatch, gather_records
 from transforms.write.compression import gzip_compressor
 from transforms.write.direct import read_ahead
 from transforms.write.files import BlockFile, ShardPart, temp_path
@@ -24,7 +24,6 @@ from transforms.write.grouped.records import (
     BlockRuns,
     bucket_ids,
     framed_offsets,
-    gather_records,
     shard_ids,
     shuffle_keys,
 )

@@ -8,9 +8,7 @@ file is written in.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from transforms.encode.kernel.memory import copy_memory
 from transforms.encode.records import EncodedBatch
 from transforms.hashing import hash_ranges
 from transforms.write.files import BlockFile
@@ -23,7 +21,6 @@ __all__ = [
     "BlockRuns",
     "bucket_ids",
     "framed_offsets",
-    "gather_records",
     "shard_ids",
     "shuffle_keys",
 ]
@@ -61,45 +58,6 @@ def shard_ids(batch: EncodedBatch, num_shards: int, seed: int | None) -> np.ndar
     origin = np.frombuffer(f"{batch.source}\0{batch.first_row}".encode(), np.uint8)
     offset = int(hash_ranges(np.array([0]), np.array([origin.size]), origin, "")[0] % num_shards)
     return (offset + np.arange(n, dtype=np.int64)) % num_shards
-
-
-@njit(cache=True)
-def _gathered_offsets(offsets: np.ndarray, order: np.ndarray) -> np.ndarray:  # pragma: no cover
-    out_off = np.empty(order.shape[0] + 1, dtype=np.int64)
-    out_off[0] = 0
-    for i in range(order.shape[0]):
-        r = order[i]
-        out_off[i + 1] = out_off[i] + offsets[r + 1] - offsets[r]
-    return out_off
-
-
-@njit(cache=True)
-def _copy_records(
-    src: int, dst: int, offsets: np.ndarray, out_off: np.ndarray, order: np.ndarray
-) -> None:  # pragma: no cover
-    # By address, a memcpy per record: a slice per record (a new array view each) cost 1.5x
-    # more than a loop of 8-byte words, which memcpy beats 1.9-2.7x (bench/copy_bytes.py).
-    for i in range(order.shape[0]):
-        r = order[i]
-        copy_memory(dst + out_off[i], src + offsets[r], offsets[r + 1] - offsets[r])
-
-
-def gather_records(
-    buffer: np.ndarray, offsets: np.ndarray, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Records `order[0], order[1], ...` of (buffer, offsets), as a new (buffer, offsets)."""
-    buffer = np.ascontiguousarray(buffer, dtype=np.uint8)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    if order.size and (order.min() < 0 or order.max() >= len(offsets) - 1):
-        raise IndexError(f"record order names records outside 0..{len(offsets) - 2}")
-    if len(offsets) and (offsets[0] < 0 or offsets[-1] > buffer.size):
-        raise IndexError(f"record offsets run past the buffer's {buffer.size} bytes")
-    out_off = _gathered_offsets(offsets, order)
-    out = np.empty(int(out_off[-1]), dtype=np.uint8)
-    if out.size:
-        _copy_records(buffer.ctypes.data, out.ctypes.data, offsets, out_off, order)
-    return out, out_off
 
 
 class BlockRuns:
