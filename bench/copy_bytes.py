@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +22,9 @@ import numpy as np
 from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import best
 
 from transforms.encode.kernel.memory import load_i64, load_u8, store_u8, store_u64
 from transforms.encode.records import _gathered_offsets, gather_records
@@ -50,15 +51,6 @@ def gather_words(buffer: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> 
     out = np.empty(int(out_off[-1]), dtype=np.uint8)
     _copy_words(buffer.ctypes.data, out.ctypes.data, offsets, out_off, order)
     return out, out_off
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def records(rng: np.random.Generator, n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -23,6 +21,9 @@ import numpy as np
 from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import best
 
 from transforms.hashing import _FNV_PRIME, FNV_OFFSET, _final_mix, _fnv1a, hash_ranges_kernel
 
@@ -55,15 +56,6 @@ def four_consecutive(starts, ends, data, prefix):
         out[i] = _final_mix(_fnv1a(data, starts[i], ends[i], h0))
         i += 1
     return out
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

@@ -157,6 +157,16 @@ def output_bytes(directory: Path) -> int:
     )
 
 
+def best(fn: Callable[[], object], repeat: int) -> float:
+    """The least wall time of `repeat` calls of `fn` in this process (seconds)."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
 def convert_cmd(source: str | Path, out: Path, *flags: str) -> list[str]:
     """`python -m pipeline convert --input SOURCE --output OUT --overwrite FLAGS...`."""
     return [sys.executable, "-m", "pipeline", "convert", "--input", str(source), "--output",

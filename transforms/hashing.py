@@ -129,7 +129,8 @@ def hash_ranges_kernel(
         for i in range(n):
             out[i] = _words_then_rest(h0, data, base, starts[i], ends[i])
         return out
-    # lane k: the value it hashes (r, -1 once stored), its next byte p, its end e, its state
+    # lane k: the value it hashes (r, -1 once stored), its next byte p, its end e, its state;
+    # written out four times, not as arrays: sixteen scalars the compiler keeps in registers
     r0, r1, r2, r3 = 0, 1, 2, 3
     p0, p1, p2, p3 = starts[0], starts[1], starts[2], starts[3]
     e0, e1, e2, e3 = ends[0], ends[1], ends[2], ends[3]
