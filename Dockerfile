@@ -17,14 +17,18 @@ COPY transforms ./transforms
 COPY configs ./configs
 COPY flex_template ./flex_template
 
+# numba keys its cache of compiled kernels by the CPU it compiled for; compiled for the
+# architecture's baseline (generic), the cache built below serves whatever CPU model the
+# workers run on. Set for the build and for the workers alike.
+ENV NUMBA_CPU_NAME=generic
+
 # Pinned worker dependencies, then the package itself; fail the build on any conflict.
-# compile_kernels() and compile_kernel() (run outside the source tree, so the installed copy is
-# compiled) leave numba's compiled encoder and local file reader in the image: workers start warm.
+# pipeline.job.warm (run outside the source tree, so the installed copy is compiled) runs small
+# jobs of every kind, leaving every kernel a job uses compiled in the image: workers start warm.
 RUN pip install --no-cache-dir -r requirements-worker.txt \
     && pip install --no-cache-dir --no-deps . \
     && pip check \
-    && cd / && python -c "from transforms.encode.kernel.example import compile_kernels; compile_kernels()" \
-    && python -c "from transforms.files.local_reads import compile_kernel; compile_kernel()"
+    && cd / && python -m pipeline.job.warm
 
 # Flex Template: the launcher runs this file with the template's parameters. The package is
 # installed above, so no FLEX_TEMPLATE_PYTHON_SETUP_FILE / _REQUIREMENTS_FILE (faster launch).

@@ -128,6 +128,14 @@ def test_dockerfile_copies_files_that_exist():
         assert (REPO / src).exists(), f"Dockerfile copies {src}, which does not exist"
 
 
+def test_dockerfile_leaves_every_kernel_compiled_for_any_cpu():
+    (run,) = _instructions("RUN")
+    assert run.rstrip().endswith("cd / && python -m pipeline.job.warm")  # the installed copy
+    assert "NUMBA_CPU_NAME=generic" in _instructions("ENV")
+    # set before the build compiles: the cache is built for the CPU name the workers look up
+    assert DOCKERFILE.index("ENV NUMBA_CPU_NAME=generic") < DOCKERFILE.index("RUN ")
+
+
 def test_dockerfile_entrypoint_checks_and_flex_file():
     assert _instructions("ENTRYPOINT") == ['["/opt/apache/beam/boot"]']
     (run,) = _instructions("RUN")
