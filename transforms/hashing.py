@@ -10,13 +10,13 @@ alone does not (its value mod 2**k depends only on the low k bits of each byte).
 depends on nothing but the bytes: not on the process, machine, Python's hash seed or versions.
 
 FNV-1a reads a byte per dependent multiply: one value alone hashes at about 0.7 GB/s here,
-many values on four lanes (`hash_ranges_kernel`) at 1.3-2.0 GB/s. Where only a count of distinct
-values needs a hash (a bytes feature's statistics) and values are long (a file's contents),
-`xxh64_range` is XXH64 (seed 0, Yann Collet's xxHash, as the `xxhash` package computes it),
-which reads eight bytes a step on four independent lanes: 65 MB of 6.5 KB values hash in
-0.006 s against 0.071 s with FNV-1a (this project's 2-core machine). It reads the words through
-`word_views`: eight uint64 views of the buffer, one per byte alignment, so a value's words are
-read whole wherever it starts.
+many values of 40 bytes or more on four lanes (`hash_ranges_kernel`) at 1.2-2.0 GB/s. Where
+only a count of distinct values needs a hash (a bytes feature's statistics) and values are long
+(a file's contents), `xxh64_range` is XXH64 (seed 0, Yann Collet's xxHash, as the `xxhash`
+package computes it), which reads eight bytes a step on four independent lanes: 65 MB of 6.5 KB
+values hash in 0.006 s against 0.071 s with FNV-1a (this project's 2-core machine). It reads
+the words through `word_views`: eight uint64 views of the buffer, one per byte alignment, so a
+value's words are read whole wherever it starts.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def hash_ranges_kernel(
     lane whose value has less than a word left finishes it and takes the next value, so the
     four chains stay side by side whatever the values' lengths. Against four consecutive values
     side by side over the bytes all four have, a byte load each, then each value's rest alone
-    (the loop before): 1.5-2.3x faster on 1M values of 8-350 bytes (1.7-2.0 GB/s against
-    0.9-1.0 GB/s at 300 bytes, this project's 2-core machine; `bench/hashing.py`)."""
+    (the loop before): 1.6-1.8x faster on values of 40-350 bytes, 1.1x on 8-24 bytes (1.9-2.0
+    GB/s against 1.1 GB/s at 300 bytes; `bench/hashing.py`, this project's 2-core machine)."""
     n = len(starts)
     out = np.empty(n, dtype=np.uint64)
     h0 = _fnv1a(prefix, 0, len(prefix), FNV_OFFSET)
