@@ -3,13 +3,13 @@
 
 numba compiles a kernel the first time a process calls it and caches the machine code; a later
 process loads it in milliseconds. The encoder's `compile_kernels()` warms the encoder alone;
-the other kernels (the statistics, the hash of splits and shuffles, the grouped write, the
-sequences, `verify`, the readers) are each compiled in the first process that needs them: with
+the other kernels a job uses (the statistics, the hash of splits and shuffles, the grouped
+write, the sequences) are each compiled in the first process that needs them: with
 the encoder and the local file reader compiled beforehand, the bundled sample's first `convert`
 took 13.4 s against 1.7 s for the next one (21 s of CPU: its two workers compiled the same
-kernels side by side). Here small jobs of every kind run in this process (`--workers 1`) on a
-generated table, so each kernel is compiled once, with the argument types the jobs give it
-(tests/test_warm.py: jobs of other shapes compile nothing after it).
+kernels side by side). Here small jobs of every kind run on a generated table, one `convert`
+process after the other (`--workers 1`), so each kernel is compiled once, with the argument
+types a job gives it (tests/test_warm.py: jobs of other shapes compile nothing after it).
 
 numba keys its cache by the CPU it compiled for (its name and features): a cache built on one
 CPU model is not used on another, and the image's workers may run on a CPU other than the
@@ -19,8 +19,8 @@ the code is compiled for the architecture's baseline and the cache serves any CP
 
 from __future__ import annotations
 
-import contextlib
-import io
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -93,36 +93,33 @@ def _jobs(table: Path, root: Path) -> list[list[str]]:
             ["convert", "--config", str(config), "--input", str(table), "--output",
              str(root / "out" / name), "--overwrite", "--quiet", "--workers", "1"]
         )  # fmt: skip
-    jobs.append(["verify", str(root / "out" / "a"), "--source", str(table)])
     return jobs
 
 
 def warm(workdir: str | None = None) -> None:
     """Compile (or load from the cache) the kernels of the jobs above; raises if a job fails."""
-    from pipeline.cli.main import main
     from transforms.encode.kernel.example import compile_kernels
     from transforms.files.local_reads import compile_kernel
+    from transforms.stats.sketches import fixed_priorities
 
     compile_kernels()
     compile_kernel()
+    # a fixed-size list's values offered to a full sample (the rows of large tables only)
+    fixed_priorities(np.arange(4, dtype=np.uint64), 16, 1 << 40)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         root = Path(tmp)
         table = root / "table.parquet"
         pq.write_table(_table(root / "files"), table, row_group_size=1000)
         for args in _jobs(table, root):
-            with contextlib.redirect_stdout(io.StringIO()):  # each job's summary
-                code = main(args)
-            if code != 0:
-                command = " ".join(args)
-                raise RuntimeError(f"warming the kernels: `tfrecord-etl {command}` exited {code}")
-        from pipeline.reader.arrays import iter_batches
-        from transforms.stats.sketches import fixed_priorities
-
-        # a fixed-size list's values offered to a full sample (rows of large tables only)
-        fixed_priorities(np.arange(4, dtype=np.uint64), 16, 1 << 40)
-
-        for _ in iter_batches(str(root / "out" / "a"), split="train", batch_size=512):
-            pass
+            # a process as the command line makes one: the types its kernels are called with
+            done = subprocess.run(
+                [sys.executable, "-m", "pipeline", *args], capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"warming the kernels: `tfrecord-etl {' '.join(args)}` exited "
+                    f"{done.returncode}: {done.stderr.strip()[-2000:]}"
+                )
 
 
 if __name__ == "__main__":
