@@ -1,8 +1,8 @@
 """The records of the grouped write, in numpy and compiled loops (no Beam): each record's shard
 (`shard_ids`: round-robin from the batch's origin, or by range of its seeded shuffle key),
-gathering records into a new order (`gather_records`), finding TFRecord frames in a spilled
-buffer (`framed_offsets`), and `BlockRuns`, which cuts runs of records into the blocks a shard
-file is written in.
+finding TFRecord frames in a spilled buffer (`framed_offsets`), and `BlockRuns`, which cuts runs
+of records into the blocks a shard file is written in. Records are gathered into a new order by
+`gather_records` (transforms/encode/records.py), which the split of a batch uses too.
 """
 
 from __future__ import annotations
