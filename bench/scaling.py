@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from measure import byte_compiled
 from tables import write_parquet
 
 ROW_GROUP_ROWS = 131_072
@@ -50,6 +51,8 @@ import time
 t_start = time.perf_counter()
 import json, os, sys
 timings = {}
+from pipeline.cli.startup import one_blas_thread
+one_blas_thread()  # as the console script does before numpy loads
 
 def timed(module, name, key):
     fn = getattr(module, name)
@@ -92,6 +95,7 @@ def run(source: Path, out: Path, workers: int) -> dict:
     cmd = [sys.executable, "-c", DRIVER, "convert", "--input", str(source), "--output", str(out),
            "--overwrite", "--quiet", "--workers", str(workers)]  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)
+    byte_compiled(REPO)
     os.sync()
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)

@@ -30,6 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import byte_compiled
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = "sample/trips.parquet"
 
@@ -100,6 +104,7 @@ def measure(trees: dict[str, Path], work: Path, commands: list[str], runs: int) 
     results: dict[str, dict[str, list[tuple[float, float, float]]]] = {n: {} for n in trees}
     dirs = {}
     for name, tree in trees.items():
+        byte_compiled(tree)  # as pip leaves an installed package
         dirs[name] = work / name
         dirs[name].mkdir()
         print(f"# {name}: converting the sample once ({tree})", file=sys.stderr, flush=True)

@@ -178,3 +178,58 @@ def test_each_command_modules_import():
     for modules in COMMAND_MODULES.values():
         for name in modules:
             __import__(name)
+
+
+_BLAS_PROBE = """
+import contextlib, ctypes, glob, io, json, os, sys
+from pathlib import Path
+from pipeline.cli.main import main
+
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:], own_process=True)  # as the console script runs it
+import numpy
+libs = glob.glob(str(Path(numpy.__file__).parent.parent / "numpy.libs" / "libscipy_openblas*"))
+threads = None
+if libs:  # numpy's own wheel: ask its OpenBLAS how many threads it runs
+    threads = ctypes.CDLL(libs[0]).scipy_openblas_get_num_threads64_()
+print(json.dumps({"code": code, "env": os.environ.get("OPENBLAS_NUM_THREADS"), "threads": threads}))
+"""
+
+
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_the_command_process_runs_one_blas_thread_unless_told(preset, tmp_path):
+    """The console script's process asks numpy's OpenBLAS for one thread before numpy loads (no
+    threads spinning beside the job's); an OPENBLAS_NUM_THREADS the user set is kept."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    argv = ["plan", "--input", str(SAMPLE_PARQUET), "--output", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-c", _BLAS_PROBE, *argv], cwd=REPO, env=env, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["code"] == 0
+    assert seen["env"] == (preset or "1")
+    if seen["threads"] is not None:
+        expected = 1 if preset is None else min(2, os.cpu_count() or 1)
+        assert seen["threads"] == expected
+
+
+def test_one_blas_thread_is_a_no_op_once_numpy_is_loaded():
+    """Too late to matter once numpy has loaded OpenBLAS: the environment is left alone."""
+    probe_code = (
+        "import os, numpy\n"
+        "from pipeline.cli.startup import one_blas_thread\n"
+        "one_blas_thread()\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe_code], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"

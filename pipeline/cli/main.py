@@ -259,8 +259,14 @@ def _main(argv: Sequence[str] | None, own_process: bool = False) -> int:
     else:
         steps.addFilter(_no_traceback)
     if own_process:
-        from pipeline.cli.startup import COMMAND_MODULES, import_paused, pyarrow_without_pandas
+        from pipeline.cli.startup import (
+            COMMAND_MODULES,
+            import_paused,
+            one_blas_thread,
+            pyarrow_without_pandas,
+        )
 
+        one_blas_thread()  # before numpy loads: 0.1 s of spinning threads, see its module
         import_paused(COMMAND_MODULES.get(command, ()))  # 0.17 s of convert's start: see there
         if command in ("convert", "plan"):
             pyarrow_without_pandas()  # 0.3-0.5 s of a job's serial start-up: see its module

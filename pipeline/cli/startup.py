@@ -17,12 +17,21 @@ job never hands pyarrow a pandas object, and importing pandas took 0.3-0.5 s of 
 serial start-up (about 1.5 s in all on a 2-core machine, `bench/startup.py`), paid before the
 workers start: so the command's process makes both first conversions with pandas hidden. Nothing
 else changes: an explicit `import pandas` afterwards works, and so does `to_pandas()`.
+
+One BLAS thread (`one_blas_thread`). numpy's OpenBLAS starts a thread per core when numpy is
+imported, and those threads spin for a while waiting for work that a job never gives them (no
+step calls a matrix routine): about 0.11 s of a second core's time per process on a 2-core
+machine, 0.12 s of the 0.63 s of CPU that converting the bundled sample took. On one core it
+slows the import; with workers on every core it takes time from the other worker. So the
+command's process asks OpenBLAS for one thread before numpy loads, unless the environment
+already says how many (`OPENBLAS_NUM_THREADS`); its child processes inherit the setting.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Iterable
 from importlib.abc import MetaPathFinder
@@ -34,6 +43,17 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "verify": ("pipeline.cli.commands", "pipeline.verify.run", "pipeline.verify.report"),
     "inspect": ("pipeline.cli.commands", "pipeline.verify.inspect"),
 }
+
+
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
+
+def one_blas_thread() -> None:
+    """Ask numpy's OpenBLAS for a single thread (no spinning threads), unless the environment
+    sets `OPENBLAS_NUM_THREADS` or numpy is already loaded (then it is too late: a no-op).
+    Only for a process the command line owns (`run()`)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault(BLAS_THREADS, "1")
 
 
 def import_paused(modules: Iterable[str]) -> None:
