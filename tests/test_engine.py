@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -153,3 +154,46 @@ def test_ctrl_c_stops_a_run_with_one_line(monkeypatch, run_cli_captured, tmp_pat
     assert not (out / "_LEASE").exists()
     monkeypatch.undo()
     assert run_cli_captured(["convert", "--input", SAMPLE, "--output", out]).code == 0
+
+
+def test_in_process_quantile_analyzers_import_no_beam(tmp_path):
+    """`bucketize` and a median `fill_missing` fit their quantile sketch without Beam (a copy of
+    Beam's, transforms/preprocess/quantile_sketch.py), and fit the boundaries and the median
+    of the values."""
+    rng = np.random.default_rng(5)
+    values = rng.normal(10.0, 2.0, 40_000)
+    source = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": values, "y": np.where(values > 12, np.nan, values)}), source)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "transforms:\n"
+        "  - bucketize: {column: x, output: xb, num_buckets: 4}\n"
+        "  - fill_missing: {column: y, strategy: median}\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import sys\n"
+        "from pipeline.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
+        "sys.exit(code)\n"
+    )
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["convert", "--input", str(source), "--output", str(out), "--config", str(config),
+            "--workers", "1"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["engine"] == "in-process"
+    fitted = json.loads((out / "transform" / "statistics.json").read_text())["analyzers"]
+    bucketize, median = (a["quantiles"] for a in fitted)
+    n = len(values)
+    finite = np.sort(values[values <= 12])
+    # each within the sketch's rank error, 0.001 x N, of the exact quantile
+    for got, q in zip(bucketize, (0.25, 0.5, 0.75), strict=True):
+        rank = np.searchsorted(np.sort(values), got)
+        assert abs(rank - q * n) <= 0.001 * n + 1, (got, q)
+    rank = np.searchsorted(finite, median[0])
+    assert abs(rank - 0.5 * len(finite)) <= 0.001 * len(finite) + 1
