@@ -230,7 +230,7 @@ class Quantiles:
         x = finite_values(arr)
         if x.size:
             acc[0] += int(x.size)
-            acc[1] = self._fn.add_input(acc[1], x.tolist())
+            acc[1] = self._fn.add_input(acc[1], x)
         return acc
 
     def merge_accumulators(self, accs: Iterable[list]) -> list:
