@@ -197,3 +197,31 @@ def test_in_process_quantile_analyzers_import_no_beam(tmp_path):
         assert abs(rank - q * n) <= 0.001 * n + 1, (got, q)
     rank = np.searchsorted(finite, median[0])
     assert abs(rank - 0.5 * len(finite)) <= 0.001 * len(finite) + 1
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".jsonl.gz"])
+def test_in_process_compressed_local_input_imports_no_beam(tmp_path, suffix):
+    """A gzip-compressed local CSV or JSON Lines file is decompressed by pyarrow: no Beam."""
+    import gzip
+
+    source = tmp_path / f"t{suffix}"
+    if suffix == ".csv.gz":
+        text = "a,b\n" + "".join(f"{i},{i * 0.5}\n" for i in range(100))
+    else:
+        text = "".join(f'{{"a": {i}, "b": {i * 0.5}}}\n' for i in range(100))
+    source.write_bytes(gzip.compress(text.encode()))
+    code = (
+        "import sys\n"
+        "from pipeline.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ["convert", "--input", str(source), "--output", str(tmp_path / "out"), "--workers", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["engine"] == "in-process" and summary["rows_out"] == 100
