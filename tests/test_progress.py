@@ -126,6 +126,14 @@ def test_line_rate_share_and_eta():
     assert Snapshot({}, 3.0, 1_000).eta is None
     past = Snapshot({"train": SplitProgress(1_500, 0)}, 3725.0, 1_000, exact=False)
     assert past.fraction == 1.0 and progress_line(past).endswith("| 1:02:05")
+    # the last line of a finished job: its counts and time, not a share of an estimate
+    assert (
+        progress_line(rough, done=True)
+        == "train 500 rows 5 KiB | 500 rows 50 rows/s 500 B/s | 0:00:10"
+    )
+    assert progress_line(snap, ("train", "test"), done=True).endswith(
+        "8,000 rows (80%) 2,000 rows/s 1.0 MiB/s | 0:00:04"
+    )
 
 
 def test_planned_rows_exact_for_parquet_estimated_for_csv(tmp_path):

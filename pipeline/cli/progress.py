@@ -123,9 +123,12 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def progress_line(snap: Snapshot, splits: tuple[str, ...] = ()) -> str:
+def progress_line(snap: Snapshot, splits: tuple[str, ...] = (), done: bool = False) -> str:
     """`train 12,000 rows 3.1 MiB | test 3,000 rows 812 KiB | 15,000 rows (~42%) 5,100 rows/s
-    1.3 MiB/s | ETA ~0:00:21`: `~` where the planned rows are an estimate."""
+    1.3 MiB/s | ETA ~0:00:21`: `~` where the planned rows are an estimate. `done` (the last
+    line, the job ended): no ETA but the elapsed time, and the share of the planned rows only
+    where they were counted, not estimated (a CSV's rows estimated from its first bytes could
+    leave a finished job at `~50%`)."""
     names = list(splits) + [s for s in snap.splits if s not in splits]
     parts = []
     for name in names:
@@ -133,10 +136,11 @@ def progress_line(snap: Snapshot, splits: tuple[str, ...] = ()) -> str:
         parts.append(f"{name} {counts.rows:,} rows {_size(counts.bytes)}")
     total = snap.total
     approx = "" if snap.exact else "~"
-    share = "" if snap.fraction is None else f" ({approx}{snap.fraction:.0%})"
+    estimate = done and not snap.exact
+    share = "" if snap.fraction is None or estimate else f" ({approx}{snap.fraction:.0%})"
     speed = total.bytes / snap.elapsed if snap.elapsed > 0 else 0.0
     parts.append(f"{total.rows:,} rows{share} {snap.rate:,.0f} rows/s {_size(speed)}/s")
-    eta = snap.eta
+    eta = None if done else snap.eta
     parts.append(f"{_clock(snap.elapsed)}" if eta is None else f"ETA {approx}{_clock(eta)}")
     return " | ".join(parts)
 
@@ -152,7 +156,7 @@ def progress_fields(snap: Snapshot, done: bool) -> dict[str, Any]:
         "planned_exact": snap.exact,
         "rows_per_s": round(snap.rate, 1),
         "elapsed_s": round(snap.elapsed, 3),
-        "eta_s": None if snap.eta is None else round(snap.eta, 1),
+        "eta_s": None if snap.eta is None or done else round(snap.eta, 1),
         "done": done,
     }
 
@@ -200,10 +204,10 @@ class ProgressWatch:
         if self.mode == "json":
             log.event("progress", "", **progress_fields(snap, done))
         elif self.mode == "lines":
-            log.event("progress", f"progress: {progress_line(snap, self._splits)}")
+            log.event("progress", f"progress: {progress_line(snap, self._splits, done)}")
         elif self.mode == "tty":
             width = shutil.get_terminal_size().columns
-            line = progress_line(snap, self._splits)[: max(width - 1, 20)]
+            line = progress_line(snap, self._splits, done)[: max(width - 1, 20)]
             stream = log.stream
             stream.write(f"\r{line}\x1b[K" + ("\n" if done else ""))
             stream.flush()
