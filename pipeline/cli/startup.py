@@ -21,7 +21,8 @@ else changes: an explicit `import pandas` afterwards works, and so does `to_pand
 One BLAS thread (`one_blas_thread`). numpy's OpenBLAS starts a thread per core when numpy is
 imported, and those threads spin for a while waiting for work that a job never gives them (no
 step calls a matrix routine): about 0.11 s of a second core's time per process on a 2-core
-machine, 0.12 s of the 0.63 s of CPU that converting the bundled sample took. On one core it
+machine (`convert` of the bundled sample: 0.66 s of CPU with them, 0.53 s without, medians of 7
+runs of bench/startup.py). On one core it
 slows the import; with workers on every core it takes time from the other worker. So the
 command's process asks OpenBLAS for one thread before numpy loads, unless the environment
 already says how many (`OPENBLAS_NUM_THREADS`); its child processes inherit the setting.
