@@ -147,3 +147,24 @@ def test_the_engine_convert_would_use(tmp_path):
         ["plan", *base, "--engine", "in-process", "--sink", "tfrecordio", "--compression", "none"]
     )
     assert refused.code == 2 and "cannot run this job" in refused.err
+
+
+def test_fewer_work_items_than_workers_is_said(tmp_path):
+    """A work item goes whole to one worker: `plan` says how many of the workers read and
+    convert, and what gives more (more files; smaller row groups)."""
+    out = str(tmp_path / "out")
+    csv = plan("--input", SAMPLE_CSV, "--output", out, "--workers", "3")["engine"]
+    assert (csv["workers"], csv["busy_workers"]) == (3, 1)  # one CSV file: one work item
+    text = run_cli_captured(["plan", "--input", SAMPLE_CSV, "--output", out, "--workers", "3"])
+    assert (
+        "        at most 1 of them read and convert: a CSV file is one work item (cut the input "
+        "into more files to use more cores)"
+    ) in text.out.splitlines()
+    one_group = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"a": list(range(10))}), one_group)
+    text = run_cli_captured(["plan", "--input", one_group, "--output", out, "--workers", "2"])
+    assert "a Parquet row group is one work item" in text.out
+    many = plan("--input", SAMPLE_PARQUET, "--output", out, "--workers", "2")["engine"]
+    assert many["busy_workers"] == 2
+    text = run_cli_captured(["plan", "--input", SAMPLE_PARQUET, "--output", out, "--workers", "2"])
+    assert "of them read and convert" not in text.out

@@ -48,7 +48,10 @@ def plan(args: argparse.Namespace, flags: Mapping[str, Any], beam_args: Sequence
         }
         if engine == "in-process":
             count, why = workers(config.workers)
-            summary["engine"].update(workers=count, workers_why=why)
+            # a work item goes whole to one worker: with fewer items than workers, some read
+            # nothing (a grouped write's shards still go to every worker after)
+            busy = min(count, len(job.work))
+            summary["engine"].update(workers=count, workers_why=why, busy_workers=busy)
         if incremental is not None:
             summary["incremental"] = incremental
     except USER_ERRORS as err:

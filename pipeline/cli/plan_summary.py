@@ -146,6 +146,17 @@ def _size(n: float) -> str:
     return f"{n:,.1f} TiB"
 
 
+def _few_items(fmt: str) -> str:
+    """Why a job has fewer work items than workers, and what gives it more."""
+    if fmt == "parquet":
+        return (
+            "a Parquet row group is one work item (write the input with smaller row groups, "
+            "or as more files, to use more cores)"
+        )
+    name = {"csv": "CSV", "jsonl": "JSON Lines"}.get(fmt, fmt)
+    return f"a {name} file is one work item (cut the input into more files to use more cores)"
+
+
 def format_plan(summary: dict[str, Any]) -> str:
     """The summary as lines for a person."""
     read, write, work = summary["read"], summary["write"], summary["work"]
@@ -195,5 +206,10 @@ def format_plan(summary: dict[str, Any]) -> str:
             lines.append(
                 f"        {engine['workers']} worker process(es) ({engine['workers_why']})"
             )
+            busy = engine.get("busy_workers", engine["workers"])
+            if busy < engine["workers"]:
+                lines.append(
+                    f"        at most {busy} of them read and convert: {_few_items(read['format'])}"
+                )
     lines.append("nothing was written (tfrecord-etl convert with the same flags runs the job)")
     return "\n".join(lines)
