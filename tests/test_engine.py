@@ -95,26 +95,35 @@ def test_engine_in_process_refusal_is_one_line(run_cli_captured, tmp_path):
     assert summary["status"] == "invalid"
 
 
+# `convert` in a fresh interpreter, which then must hold neither Beam nor TensorFlow
+_NO_BEAM_PROBE = (
+    "import sys\n"
+    "from pipeline.cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
+    "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n"
+    "sys.exit(code)\n"
+)
+
+
+def _convert_without_beam(*args: object) -> dict:
+    """Run `convert ARGS` under `_NO_BEAM_PROBE`; its JSON summary."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_BEAM_PROBE, "convert", *map(str, args)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_in_process_convert_imports_no_beam(tmp_path):
     """The whole `convert` of the sample, in a fresh interpreter: Beam never imported, and the
     output equals a Beam run's byte for byte (records, statistics, schema; the manifest but for
     its time and path)."""
-    code = (
-        "import sys\n"
-        "from pipeline.cli.main import main\n"
-        "code = main(sys.argv[1:])\n"
-        "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
-        "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n"
-        "sys.exit(code)\n"
-    )
     here = tmp_path / "here"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = ["convert", "--input", str(SAMPLE), "--output", str(here)]
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1])["engine"] == "in-process"
+    assert _convert_without_beam("--input", SAMPLE, "--output", here)["engine"] == "in-process"
     beam = tmp_path / "beam"
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "convert", "--input", str(SAMPLE), "--output",
@@ -171,22 +180,11 @@ def test_in_process_quantile_analyzers_import_no_beam(tmp_path):
         "  - fill_missing: {column: y, strategy: median}\n",
         encoding="utf-8",
     )
-    code = (
-        "import sys\n"
-        "from pipeline.cli.main import main\n"
-        "code = main(sys.argv[1:])\n"
-        "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
-        "sys.exit(code)\n"
-    )
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = ["convert", "--input", str(source), "--output", str(out), "--config", str(config),
-            "--workers", "1"]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
+    summary = _convert_without_beam(
+        "--input", source, "--output", out, "--config", config, "--workers", "1"
     )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1])["engine"] == "in-process"
+    assert summary["engine"] == "in-process"
     fitted = json.loads((out / "transform" / "statistics.json").read_text())["analyzers"]
     bucketize, median = (a["quantiles"] for a in fitted)
     n = len(values)
@@ -210,18 +208,7 @@ def test_in_process_compressed_local_input_imports_no_beam(tmp_path, suffix):
     else:
         text = "".join(f'{{"a": {i}, "b": {i * 0.5}}}\n' for i in range(100))
     source.write_bytes(gzip.compress(text.encode()))
-    code = (
-        "import sys\n"
-        "from pipeline.cli.main import main\n"
-        "code = main(sys.argv[1:])\n"
-        "assert 'apache_beam' not in sys.modules, 'Beam was imported'\n"
-        "sys.exit(code)\n"
+    summary = _convert_without_beam(
+        "--input", source, "--output", tmp_path / "out", "--workers", "1"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = ["convert", "--input", str(source), "--output", str(tmp_path / "out"), "--workers", "1"]
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["engine"] == "in-process" and summary["rows_out"] == 100
