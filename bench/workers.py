@@ -14,9 +14,10 @@ Printed:
   (`OUTPUT_IO=buffered`), gzip and no compression, on every worker;
 - ceiling: what two processes get from this machine with no coordination at all: two
   `--workers 1` jobs at once, each on half the input (Parquet: the table cut in two files; CSV:
-  four files each), against one on the whole, at both sizes (the cores, caches, memory and disk
-  shared, no launcher, merge or assembly), and `--workers 2` against the same one-worker runs;
-  before them, the same small piece of work in one process and in two at once;
+  four files each), against one on the whole, at both sizes, gzip and no compression (the
+  cores, caches, memory and disk shared, no launcher, merge or assembly), and `--workers 2`
+  against the same one-worker runs; before them, the same small piece of work in one process
+  and in two at once;
 - memory: the peak RSS and PSS of the whole process tree (the launcher and its workers, summed,
   sampled every 0.2 s) at each of `--rss-rows`, for one worker and for every worker. RSS counts
   the pages a forked worker shares with the launcher once per process; PSS splits them.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import itertools
 import os
 import shutil
 import sys
@@ -168,14 +170,19 @@ def run_pair(work: Path, sources: Sequence[str], flags: Sequence[str], label: st
     }
 
 
-def ceiling(work: Path, fmt: str, sizes: Sequence[int], rounds: int) -> dict[str, float | None]:
+def ceiling(
+    work: Path, fmt: str, compression: str, sizes: Sequence[int], rounds: int
+) -> dict[str, float | None]:
     """Steady rows/s of `--workers 1`, `--workers 2` and a pair of one-worker jobs on halves
-    (`run_pair`), alternating; the best run of each at each size."""
+    (`run_pair`), alternating, with the shards' `compression`; the best run of each at each
+    size."""
+    flags = ["--compression", compression]
 
     def one(name: str, n: int) -> dict:
+        label = f"{name}-{compression}-{n}"
         if name == "pair":
-            return run_pair(work, halves(work, n, fmt), [], f"pair-{n}")
-        return run(work, inputs(work, n, fmt), ["--workers", name[1:]], f"{name}-{n}")
+            return run_pair(work, halves(work, n, fmt), flags, label)
+        return run(work, inputs(work, n, fmt), ["--workers", name[1:], *flags], label)
 
     names = ["w1", "w2", "pair"]
     best: dict[tuple[str, int], dict] = {}
@@ -183,7 +190,7 @@ def ceiling(work: Path, fmt: str, sizes: Sequence[int], rounds: int) -> dict[str
         for r in range(rounds):
             for name in names if r % 2 == 0 else names[::-1]:
                 got = one(name, n)
-                print(f"  {fmt} {name:<5} {n:>10,} rows: {got['wall_s']:6.2f} s  "
+                print(f"  {fmt} {compression} {name:<5} {n:>10,} rows: {got['wall_s']:6.2f} s  "
                       f"cpu {got['cpu_s']:6.2f} s  (load {got['load']})", flush=True)  # fmt: skip
                 if got["rc"] == 0 and (
                     (name, n) not in best or got["wall_s"] < best[name, n]["wall_s"]
@@ -239,6 +246,12 @@ def main() -> None:
     parser.add_argument("--rss-rows", default="1000000,4000000,8000000")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sections", default="throughput,shuffle,output,ceiling,memory")
+    parser.add_argument(
+        "--ceiling-compressions",
+        type=lambda text: text.split(","),
+        default=["gzip", "none"],
+        help="the shards' compressions the ceiling section runs (default gzip,none)",
+    )
     parser.add_argument("--workdir", help="where inputs and outputs go (default: a temp dir)")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
@@ -320,10 +333,10 @@ def main() -> None:
               + ", ".join(f"{k} {v:.2f}" for k, v in scaling.items()), flush=True)  # fmt: skip
         print("\n| input | steady pair of w1 on halves / w1 | steady w2 / w1 | w2 / pair |")
         print("| --- | --- | --- | --- |")
-        for fmt in ("parquet", "csv"):
-            rate = ceiling(work, fmt, sizes, args.rounds)
-            print(f"| {fmt}, gzip | {_ratio(rate, 'pair', 'w1')} | {_ratio(rate, 'w2', 'w1')} | "
-                  f"{_ratio(rate, 'w2', 'pair')} |", flush=True)  # fmt: skip
+        for fmt, compression in itertools.product(("parquet", "csv"), args.ceiling_compressions):
+            rate = ceiling(work, fmt, compression, sizes, args.rounds)
+            pair, w2 = _ratio(rate, "pair", "w1"), _ratio(rate, "w2", "w1")
+            print(f"| {fmt}, {compression} | {pair} | {w2} | {_ratio(rate, 'w2', 'pair')} |")
     if "memory" in sections:
         rss_sizes = [int(x) for x in args.rss_rows.split(",")]
         configs = {
