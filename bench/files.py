@@ -21,12 +21,15 @@ whole command (`python -m pipeline convert`, its start-up and plan included) at 
 wall-time difference: start-up and planning taken out). Both write uncompressed records
 (`--compression none`, as the loop's default `TFRecordWriter`). `--python-reads` adds the job on
 1 CSV with `FILE_READS=python`: local files kept as bytes read by `read_local` in Python rather
-than by the compiled loop (transforms/files/local_reads.py). Every job output is checked to
-hold every row.
+than by the compiled loop (transforms/files/local_reads.py). `--floor` adds, in bytes mode, that
+compiled loop alone over the same files (in this process's children: one over every row, then
+two at once over half each): what the job's reads cost with nothing encoded or written, the
+ceiling of its steady rate. Every job output is checked to hold every row.
 
     python bench/files.py                       # 10,000 images, 100,000 rows
     python bench/files.py --images 2000 --rows 2000 --small 500 --rounds 1
     python bench/files.py --modes bytes --python-reads  # also FILE_READS=python, 1 CSV
+    python bench/files.py --modes bytes --floor         # also the read loop alone
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from measure import convert_cmd, load_avg, run_process
 
@@ -143,6 +148,54 @@ def loop(work: Path, rows: list[tuple[str, int]], mode: str, out: Path) -> float
     return time.perf_counter() - start
 
 
+# -- the job's read loop alone -------------------------------------------------------------
+
+
+def _reads(paths: list[str], out: Any) -> None:
+    """Read every file of `paths` as the job's compiled loop does (parts of the stage's size,
+    each part's buffers dropped before the next); put (start, end) on `out`."""
+    import pyarrow as pa
+
+    from transforms.files.local_reads import LocalRows
+    from transforms.files.stage import CHUNK_BYTES
+
+    rows = LocalRows([pa.array(paths, pa.large_string())], [64 << 20])
+    start, done = time.perf_counter(), 0
+    while done < rows.n:
+        done, _ = rows.read(done, CHUNK_BYTES)
+    if rows.fallback.any():
+        raise SystemExit(f"the read loop left {int(rows.fallback.sum())} files to Python")
+    out.put((start, time.perf_counter()))
+
+
+def read_floor(work: Path, rows: list[tuple[str, int]], processes: int) -> float:
+    """Wall seconds of the job's compiled read loop alone (transforms/files/local_reads.py) over
+    the rows' files, cut in `processes` consecutive runs read by as many processes at once
+    (forked, the kernel loaded before): what the job's file reads cost with nothing decoded,
+    encoded or written, the floor of its steady rate on that many workers."""
+    import multiprocessing
+
+    from transforms.files.local_reads import compile_kernel
+
+    compile_kernel()
+    paths = [str(work / path) for path, _ in rows]
+    step = -(-len(paths) // processes)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    procs = [
+        context.Process(target=_reads, args=(paths[i : i + step], queue))
+        for i in range(0, len(paths), step)
+    ]
+    for proc in procs:
+        proc.start()
+    spans = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+        if proc.exitcode:
+            raise SystemExit(f"a read-loop process failed (exit code {proc.exitcode})")
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
 # -- the job -------------------------------------------------------------------------------
 
 
@@ -178,6 +231,11 @@ def main() -> None:
         help="also the job on 1 CSV with FILE_READS=python (local files kept as bytes read "
         "in Python, not by the compiled loop)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="bytes mode: also the job's compiled read loop alone, in 1 process and in 2 at once",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-files-"))
@@ -206,6 +264,10 @@ def main() -> None:
                     if sources is None:
                         wall = loop(work, rows, mode, work / "loop.tfrecord")
                         best["loop"] = min(best.get("loop", wall), wall)
+                        if args.floor and mode == "bytes":
+                            for n in (1, 2):
+                                wall = read_floor(work, rows, n)
+                                best[f"floor{n}"] = min(best.get(f"floor{n}", wall), wall)
                         continue
                     source_small, source_big = sources
                     if name == "two":
@@ -244,6 +306,12 @@ def report(results: dict, rows: int, small: int, total: int, small_bytes: int) -
         base = rows / best["loop"]
         print(f"| {mode} | loop (in process) | {best['loop']:.2f} | {base:,.0f} | "
               f"{mb / best['loop']:.1f} | 1.00 |")  # fmt: skip
+        for n in (1, 2):
+            if f"floor{n}" in best:
+                wall = best[f"floor{n}"]
+                label, ratio = f"the job's read loop alone, {n} process(es)", best["loop"] / wall
+                print(f"| {mode} | {label} | {wall:.2f} | {rows / wall:,.0f} | {mb / wall:.1f} | "
+                      f"{ratio:.2f} |")  # fmt: skip
         ways = (("one", "job, 1 CSV"), ("python", "job, 1 CSV, read in Python"))
         for name, label in (*ways, ("two", "job, 2 CSVs")):
             if f"{name}_large" not in best:

@@ -203,3 +203,53 @@ def test_where_the_kernel_cannot_read_a_file_the_stage_reads_in_python(tmp_path,
         assert part.table["u"].to_pylist() == [b"abc"] and not bad
     finally:
         local_reads._reads_a_file.cache_clear()
+
+
+def test_a_buffer_is_read_into_again_only_once_nothing_holds_it(tmp_path):
+    """The parts' buffers are kept and read into again (their pages in place), but never while
+    a part's column still holds one: what a held part holds stays as it was read."""
+    data = [bytes([i]) * 200 for i in range(12)]
+    for i, d in enumerate(data):
+        (tmp_path / f"{i}.bin").write_bytes(d)
+    paths = pa.array([str(tmp_path / f"{i}.bin") for i in range(12)], pa.large_string())
+    rows = local_reads.LocalRows([paths], [1 << 20])
+    budget = 4 * 200  # parts of four files
+    parts, start = [], 0
+    while start < rows.n:
+        end, (buffer,) = rows.read(start, budget)
+        sizes = rows.sizes[0, start:end].copy()
+        parts.append((start, end, stage._from_buffer(buffer, sizes)))  # every part held
+        del buffer
+        start = end
+    assert [(a, b) for a, b, _ in parts] == [(0, 4), (4, 8), (8, 12)]
+    for a, _, column in parts:  # none written over by a later part
+        assert column.to_pylist() == data[a : a + len(column)]
+    addresses = {column.buffers()[2].address for _, _, column in parts}
+    assert len(addresses) == 3
+
+    parts.clear()  # nothing holds them now: the next parts go where they went
+    taken = set()
+    start = 0
+    while start < rows.n:
+        end, (buffer,) = rows.read(start, budget)
+        taken.add(buffer.ctypes.data)
+        column = stage._from_buffer(buffer, rows.sizes[0, start:end].copy())
+        assert column.to_pylist() == data[start:end]
+        del buffer, column
+        start = end
+    assert taken <= addresses and len(taken) == 1
+
+
+def test_kept_buffers_are_few_and_of_the_size_asked():
+    buffers = local_reads._Buffers()
+    a = buffers.take(100)
+    b = buffers.take(100)  # `a` is held: another one
+    assert a is not b and a.nbytes == b.nbytes == 100
+    del a
+    c = buffers.take(100)  # the first, idle again
+    assert c is buffers._kept[0]
+    d = buffers.take(100)  # both held: a new one, not kept (KEEP is 2)
+    assert d is not c and d is not b and len(buffers._kept) == 2
+    del b, c, d
+    e = buffers.take(50)  # another size: a new one, kept in an idle one's place
+    assert e.nbytes == 50 and any(k is e for k in buffers._kept) and len(buffers._kept) == 2
