@@ -328,3 +328,20 @@ def test_plain_error_files_and_count_equal_the_beam_transforms(tmp_path, rows):
         lines = Path(written[0]).read_text(encoding="utf-8").splitlines()
         assert [json.loads(line) for line in lines] == rows
     assert first_bad_row(BAD_ROWS) == (4, "z")  # a.csv, row unknown (-1) comes first
+
+
+def test_a_short_row_of_a_compressed_csv_is_a_bad_row(tmp_path):
+    """pyarrow skips a row with too few fields, and the reader finds its number by reading the
+    file with Python's csv module: through the file's decompression for a .csv.gz."""
+    import gzip
+
+    lines = ["a,b", *[f"{i},{i * 2}" for i in range(50)]]
+    lines[31] = "30"  # data row 30: one field
+    path = tmp_path / "t.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    code, out = convert(tmp_path, path, "--max-bad-rows", "1")
+    assert code == EXIT_OK
+    (bad,) = error_records(out)
+    assert bad["row"] == 30 and bad["source"] == str(path)
+    assert "1 fields where the header has 2" in bad["reason"]
+    assert sorted(r["a"][0] for r in read_output(out)) == [i for i in range(50) if i != 30]

@@ -23,7 +23,9 @@ __all__ = ["RowMap", "cast_columns", "invalid_record_rows"]
 
 def _records(path: str, delimiter: str, quote_char: str | None, escape_char: str | None):  # noqa: ANN202
     """The file's non-empty records as Python's csv module splits them."""
-    raw = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+    raw = io.BufferedReader(
+        _Readable(FileSystems.open(path, compression_type=CompressionTypes.AUTO))
+    )
     text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
     quoting = csv.QUOTE_MINIMAL if quote_char else csv.QUOTE_NONE
     reader = csv.reader(
@@ -39,6 +41,29 @@ def _records(path: str, delimiter: str, quote_char: str | None, escape_char: str
         for record in reader:
             if record:
                 yield record
+
+
+class _Readable(io.RawIOBase):
+    """A stream with only `read` (Beam's CompressedFile, for a .csv.gz: it lacks the methods
+    io.TextIOWrapper asks for) as a raw binary stream."""
+
+    def __init__(self, stream) -> None:  # noqa: ANN001
+        super().__init__()
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001
+        view = memoryview(buffer).cast("B")
+        data = self._stream.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
 
 
 def invalid_record_rows(
