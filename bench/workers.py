@@ -8,6 +8,9 @@ Printed:
 - throughput: Parquet and CSV inputs, gzip and no compression, `--workers 1` against
   `--workers 2` (or `--workers`): wall seconds at each size, the steady rows/s (row difference
   over wall-time difference: start-up and planning taken out) and the ratios;
+- onefile: the CSV input as one file (about 100 MB a million rows), `--workers 1` against
+  `--workers 2`, read as byte ranges (the default) and read whole (`csv.range_bytes: 0`, as
+  before ranges): steady and whole-process ratios;
 - `--shuffle` against the default rolling write, both on every worker, and `--shuffle` with its
   spill files written around the page cache (`SPILL_IO=direct`, the default before);
 - output: the shards written around the page cache (the default) against through it
@@ -58,6 +61,11 @@ def inputs(work: Path, rows: int, fmt: str) -> str:
         write_parquet("basic", rows, parquet, ROW_GROUP_ROWS)
     if fmt == "parquet":
         return str(parquet)
+    if fmt == "csv1":  # the same rows as one CSV file
+        one = work / f"csv1-{rows}.csv"
+        if not one.exists():
+            pacsv.write_csv(pq.read_table(parquet).drop_columns(["emb"]), one)
+        return str(one)
     folder = work / f"csv-{rows}"
     if not folder.exists():
         folder.mkdir()
@@ -245,7 +253,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="the many-worker side (default 2)")
     parser.add_argument("--rss-rows", default="1000000,4000000,8000000")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sections", default="throughput,shuffle,output,ceiling,memory")
+    parser.add_argument("--sections", default="throughput,onefile,shuffle,output,ceiling,memory")
     parser.add_argument(
         "--ceiling-compressions",
         type=lambda text: text.split(","),
@@ -287,6 +295,23 @@ def main() -> None:
               f"steady w{many}/w1 | whole process w{many}/w1 ({sizes[1]:,}) |")  # fmt: skip
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         print("\n".join(report), flush=True)
+    if "onefile" in sections:
+        whole = work / "whole.yaml"  # every CSV file read whole, as before byte ranges
+        whole.write_text("csv: {range_bytes: 0}\n", encoding="utf-8")
+        configs = {
+            "one CSV w1": ("csv1", ["--workers", "1"]),
+            f"one CSV w{many}": ("csv1", ["--workers", str(many)]),
+            f"one CSV w{many}, read whole": ("csv1", ["--workers", str(many), "--config", whole]),
+        }
+        best = compare(work, configs, sizes, args.rounds)
+        rates = {k: steady(best[k, sizes[0]], best[k, sizes[1]], *sizes) for k in configs}
+        one, ranged, read_whole = configs
+        print(f"\none CSV file ({sizes[1]:,} rows): w{many} / w1 steady "
+              f"{rates[ranged] / rates[one]:.2f}, whole process "
+              f"{best[one, sizes[1]]['wall_s'] / best[ranged, sizes[1]]['wall_s']:.2f}; "
+              f"w{many} read whole / w1 steady {rates[read_whole] / rates[one]:.2f}, whole "
+              f"process {best[one, sizes[1]]['wall_s'] / best[read_whole, sizes[1]]['wall_s']:.2f}",
+              flush=True)  # fmt: skip
     if "shuffle" in sections:
         shuffle = ["--workers", str(many), "--shuffle"]
         configs = {

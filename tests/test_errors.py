@@ -13,7 +13,7 @@ from conftest import run_cli
 
 from pipeline.job.config import ConfigError, load_config
 from transforms.encode.schema import SchemaError
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.read.files import InputError
 from transforms.read.inputs import input_schema, match_inputs
 

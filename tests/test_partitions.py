@@ -24,7 +24,7 @@ from pipeline.job.config import load_config
 from pipeline.job.plan import plan_job
 from pipeline.reader import load_dataset
 from transforms.encode.schema import ColumnOptions, SchemaError
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.read.inputs import match_input_files
 from transforms.read.partitions import (
     PartitionColumns,

@@ -157,9 +157,14 @@ def test_fewer_work_items_than_workers_is_said(tmp_path):
     assert (csv["workers"], csv["busy_workers"]) == (3, 1)  # one CSV file: one work item
     text = run_cli_captured(["plan", "--input", SAMPLE_CSV, "--output", out, "--workers", "3"])
     assert (
-        "        at most 1 of them read and convert: a CSV file is one work item (cut the input "
-        "into more files to use more cores)"
+        "        at most 1 of them read and convert: a small, compressed or remote CSV file is "
+        "one work item (a smaller csv.range_bytes, or the input cut into more files, uses more "
+        "cores)"
     ) in text.out.splitlines()
+    config = tmp_path / "ranges.yaml"  # the file cut into byte ranges: a work item each
+    config.write_text("csv: {range_bytes: 20000}\n", encoding="utf-8")
+    ranged = plan("--input", SAMPLE_CSV, "--output", out, "--workers", "3", "--config", config)
+    assert ranged["work"]["work_items"] > 3 and ranged["engine"]["busy_workers"] == 3
     one_group = tmp_path / "one.parquet"
     pq.write_table(pa.table({"a": list(range(10))}), one_group)
     text = run_cli_captured(["plan", "--input", one_group, "--output", out, "--workers", "2"])

@@ -19,7 +19,7 @@ import tensorflow as tf
 from conftest import read_manifest, run_cli_captured
 
 from transforms.hashing import word_views, xxh64_range
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.read.work import REFERENCE_ROWS, WorkItem, read_work_item, slice_by_rows
 from transforms.stats.values import LONG_VALUE, count_values
 

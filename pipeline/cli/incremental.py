@@ -53,7 +53,7 @@ from pipeline.output.entries import delete
 from pipeline.output.lease import acquire_lease, release_lease
 from pipeline.output.manifest import MANIFEST_NAME, read_manifest
 from transforms import fs
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.read.inputs import match_input_metadata
 from transforms.read.partitions import partition_segments
 

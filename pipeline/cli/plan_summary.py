@@ -153,7 +153,12 @@ def _few_items(fmt: str) -> str:
             "a Parquet row group is one work item (write the input with smaller row groups, "
             "or as more files, to use more cores)"
         )
-    name = {"csv": "CSV", "jsonl": "JSON Lines"}.get(fmt, fmt)
+    if fmt == "csv":
+        return (
+            "a small, compressed or remote CSV file is one work item (a smaller csv.range_bytes, "
+            "or the input cut into more files, uses more cores)"
+        )
+    name = {"jsonl": "JSON Lines"}.get(fmt, fmt)
     return f"a {name} file is one work item (cut the input into more files to use more cores)"
 
 

@@ -20,7 +20,7 @@ from transforms.encode.schema import NULL_POLICIES, ColumnOptions
 from transforms.files.options import FileColumn, FilesConfigError, files_to_json, parse_files
 from transforms.preprocess.chain import parse_steps
 from transforms.preprocess.spec import StepConfig, StepError
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.sequence.layout import SequenceError, SequenceOptions, parse_sequence
 from transforms.write.compression import INDEX_MEMBER_BYTES, check_level
 from transforms.write.layout import DEFAULT_LAYOUT, layout_compressions
@@ -123,6 +123,13 @@ def _csv_options(source: str, raw: Any) -> CsvOptions:
     for key in ("delimiter", "quote_char"):
         if key in values and (not isinstance(values[key], str) or len(values[key]) != 1):
             raise ConfigError(f"{source}: key 'csv.{key}': expected one character")
+    if "range_bytes" in values:
+        value = values["range_bytes"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"{source}: key 'csv.range_bytes': expected a whole number of bytes, 0 or more "
+                f"(0: every CSV file read whole), got {value!r}"
+            )
     return CsvOptions(**values)
 
 
@@ -352,6 +359,8 @@ def config_to_json(config: JobConfig) -> dict[str, Any]:
     csv["column_names"] = None if csv["column_names"] is None else list(csv["column_names"])
     csv["null_values"] = list(csv["null_values"])
     csv["column_types"] = dict(config.csv.column_types)
+    if config.csv.range_bytes == CsvOptions.range_bytes:  # added later: recorded when set
+        del csv["range_bytes"]
     columns = {}
     for name, opts in config.columns.items():
         entry = dataclasses.asdict(opts)

@@ -4,8 +4,9 @@
 - `inputs`: matching the input patterns (a directory: the files below it), the format, the one
   schema the files agree on.
 - `partitions`: Hive partitions, the `key=value` directories of a path as typed columns.
-- `work`: work items (a row group, a CSV or JSON Lines file), read tasks, and reading one work
-  item (with its partition columns).
-- `csv_reader`, `csv_bad_rows`, `json_reader`, `parquet_reader`: the formats.
+- `work`: work items (a row group, a CSV or JSON Lines file, a byte range of a large CSV file),
+  read tasks, and reading one work item (with its partition columns).
+- `delimited` (CSV: the reader, its bad rows, byte ranges), `json_reader`, `parquet_reader`:
+  the formats.
 - `beam`: `ReadTable`, the PTransform.
 """

@@ -10,7 +10,7 @@ import apache_beam as beam
 import pyarrow as pa
 
 from transforms.deadletter import BAD_TAG, count_bad
-from transforms.read.csv_reader import CsvOptions
+from transforms.read.delimited.reader import CsvOptions
 from transforms.read.work import ReadTask, WorkItem, read_work_item
 
 __all__ = ["ReadTable"]

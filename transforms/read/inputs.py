@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from transforms.encode.schema import SchemaError
 from transforms.fs import FileSystems
 from transforms.names import FORMATS
-from transforms.read.csv_reader import CsvOptions, csv_column_names, csv_schema
+from transforms.read.delimited.reader import CsvOptions, csv_column_names, csv_schema
 from transforms.read.files import InputError, is_local, name_files
 from transforms.read.json_reader import NoLinesError, json_schema
 from transforms.read.parquet_reader import (

@@ -1,16 +1,18 @@
-"""Work items (a Parquet row group, a whole Parquet file, a CSV or JSON Lines file) and read
-tasks: the units workers read.
+"""Work items (a Parquet row group, a whole Parquet file, a CSV or JSON Lines file, a byte range
+of a large CSV file) and read tasks: the units workers read.
 
 Work is split at construction: one work item per Parquet row group (from the footers the plan
-reads once, for the schema too), one per CSV or JSON Lines file. With very many Parquet files
-the plan reads one footer only (pipeline/job/plan.py): one work item per whole file
-(`plan_whole_files`), whose reader finds the row groups and checks the file's schema. A file of
-a Hive-partitioned input carries its partition values (transforms/read/partitions.py), which the
-reader appends to each batch. A CSV or JSON Lines table of file references (`files:`) is cut by
-rows (`slice_by_rows`): each of its rows costs a file read, so its rows, not its bytes on disk,
-are the work, and one file would keep the other workers idle. Each work item yields
-`TableBatch`es of at most `batch_rows` rows, tagged with the source file and the 0-based index
-of their first data row in that file (for error messages).
+reads once, for the schema too), one per CSV or JSON Lines file; a large local, uncompressed
+CSV file is cut into byte ranges at row starts (`cut_csv_files`), one item each. With very
+many Parquet files the plan reads one footer only (pipeline/job/plan.py): one work item per
+whole file (`plan_whole_files`), whose reader finds the row groups and checks the file's
+schema. A file of a Hive-partitioned input carries its partition values
+(transforms/read/partitions.py), which the reader appends to each batch. A CSV or JSON Lines
+table of file references (`files:`) is cut by rows (`slice_by_rows`): each of its rows costs a
+file read, so its rows, not its bytes on disk, are the work, and one file would keep the other
+workers idle. Each work item yields `TableBatch`es of at most `batch_rows` rows, tagged with
+the source file and the 0-based index of their first data row in that file (for error
+messages).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import pyarrow.parquet as pq
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import BadSink
 from transforms.fs import FileSystems
-from transforms.read.csv_reader import CsvOptions, csv_batches
+from transforms.read.delimited.ranges import CsvRange, csv_ranges
+from transforms.read.delimited.reader import CsvOptions, csv_batches
+from transforms.read.files import is_local
 from transforms.read.json_reader import json_batches
 from transforms.read.parquet_reader import parquet_batches, parquet_footers
 from transforms.read.partitions import PartitionColumns, Partitions, Values, file_schema
@@ -35,6 +39,7 @@ from transforms.read.unify import conform
 __all__ = [
     "ReadTask",
     "WorkItem",
+    "cut_csv_files",
     "plan_whole_files",
     "plan_work",
     "read_work_item",
@@ -58,6 +63,7 @@ class WorkItem:
     # a CSV or JSON Lines file cut by rows: its data rows [start, stop) (stop None: to the end)
     rows: tuple[int, int | None] | None = None
     row_groups: int = 1  # Parquet: the consecutive row groups from `row_group` the item reads
+    part: CsvRange | None = None  # a CSV file cut into byte ranges: the range the item reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +133,40 @@ def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
     size on disk, in order), each to have the schema of the first."""
     first = next(iter(sizes), None)
     return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
+
+
+def cut_csv_files(items: Sequence[WorkItem], csv: CsvOptions) -> list[WorkItem]:
+    """The items of large local, uncompressed CSV files cut into byte ranges at row starts, one
+    item per range (`csv.range_bytes`; transforms/read/delimited/ranges.py), each with its
+    first data row and its rows; every other item as it is."""
+    out: list[WorkItem] = []
+    for item in items:
+        parts = None
+        if item.rows is None and item.part is None and is_local(item.path):
+            if not _compressed(item.path):
+                parts = csv_ranges(
+                    item.path, csv.delimiter, csv.quote_char, csv.escape_char, csv.header,
+                    csv.range_bytes,
+                )  # fmt: skip
+        if parts is None:
+            out.append(item)
+            continue
+        out += [
+            dataclasses.replace(
+                item, first_row=p.first_row, num_rows=p.rows, source_bytes=p.stop - p.start, part=p
+            )
+            for p in parts
+        ]
+    return out
+
+
+def _compressed(path: str) -> bool:
+    """Whether the reader decompresses the file (pyarrow goes by its extension)."""
+    try:
+        pa.Codec.detect(path)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 # A table of file references is cut into items of about this many rows, at most this many items
@@ -264,11 +304,15 @@ def _read_file(
         return
     if fmt == "csv":
         if item.columns is None:
-            yield from csv_batches(item.path, item.first_row, schema, csv, batch_rows, on_bad)
+            yield from csv_batches(
+                item.path, item.first_row, schema, csv, batch_rows, on_bad, item.part
+            )
             return
         # schema: unify: the file's own columns, in the planned types; the others as nulls
         own = pa.schema([schema.field(name) for name in item.columns])
-        for batch in csv_batches(item.path, item.first_row, own, csv, batch_rows, on_bad):
+        for batch in csv_batches(
+            item.path, item.first_row, own, csv, batch_rows, on_bad, item.part
+        ):
             table = conform(batch.table, schema, item.path, batch.first_row)
             yield dataclasses.replace(batch, table=table)
         return

@@ -2,7 +2,7 @@
 
 A row with the wrong number of fields is skipped by pyarrow's invalid_row_handler and reported
 with its data-row number; a value that does not convert makes pyarrow fail a whole block, so the
-file is read again as text and converted column by column (transforms/read/csv_bad_rows.py).
+file is read again as text and converted column by column (transforms/read/delimited/bad_rows.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pyarrow.csv as pacsv
 from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, bad_row, isolate_bad_rows
 from transforms.encode.schema import ConversionError, SchemaError
-from transforms.read.csv_bad_rows import RowMap, cast_columns, invalid_record_rows
+from transforms.read.delimited.bad_rows import RowMap, cast_columns, invalid_record_rows
+from transforms.read.delimited.ranges import CsvRange, open_range
 from transforms.read.files import InputError, open_input
 
 __all__ = ["CsvOptions", "csv_batches", "csv_column_names", "csv_schema"]
@@ -39,6 +40,9 @@ class CsvOptions:
     column_types: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name -> type
     infer_bytes: int = 16 << 20  # how much of the first file type inference reads
     block_bytes: int = 4 << 20  # the reader's block size
+    # a local, uncompressed file past 1.5 x this is read as byte ranges of about this size, by
+    # as many work items (transforms/read/delimited/ranges.py); 0: every file whole
+    range_bytes: int = 64 << 20
 
     def arrow_types(self) -> dict[str, pa.DataType]:
         out = {}
@@ -88,10 +92,14 @@ def _csv_reader(  # noqa: ANN202
     types: Mapping[str, pa.DataType],
     block: int,
     invalid_row_handler: Callable | None = None,
+    part: CsvRange | None = None,
+    first_row: int = 0,
 ):
+    """pyarrow's streaming reader of the file, or of its range `part` (its header line, then the
+    range's bytes), whose first data row is `first_row`."""
     try:
         return pacsv.open_csv(
-            open_input(path),
+            open_input(path) if part is None else open_range(path, part),
             read_options=_csv_read_options(opts, block),
             parse_options=_csv_parse_options(opts, invalid_row_handler),
             convert_options=_csv_convert_options(opts, types),
@@ -99,7 +107,7 @@ def _csv_reader(  # noqa: ANN202
     except (pa.ArrowException, OSError, EOFError) as err:
         located = None
         if types and invalid_row_handler is None:
-            located = _locate_csv_error(path, opts, types, err)
+            located = _locate_csv_error(path, opts, types, err, part, first_row)
         raise (located or InputError(f"{path}: cannot read as CSV: {err}")) from err
 
 
@@ -109,7 +117,12 @@ _CONVERSION_ERROR = re.compile(
 
 
 def _locate_csv_error(
-    path: str, opts: CsvOptions, types: Mapping[str, pa.DataType], err: Exception
+    path: str,
+    opts: CsvOptions,
+    types: Mapping[str, pa.DataType],
+    err: Exception,
+    part: CsvRange | None = None,
+    first_row: int = 0,
 ) -> ConversionError | None:
     """Name the row and column of a CSV value pyarrow could not convert (it reports neither).
 
@@ -121,13 +134,13 @@ def _locate_csv_error(
         return None
     index, type_name, value = int(match.group(1)), match.group(2), match.group(3)
     # The file's columns (the index counts them), not the configured types: those may be a few.
-    names = _csv_reader(path, opts, {}, 1 << 16, _skip).schema.names
+    names = _csv_reader(path, opts, {}, 1 << 16, _skip, part).schema.names
     if index >= len(names):
         return None
     column = names[index]
     as_text = {name: pa.string() for name in names}
-    row = 0
-    for batch in _csv_reader(path, opts, as_text, opts.block_bytes, _skip):
+    row = first_row
+    for batch in _csv_reader(path, opts, as_text, opts.block_bytes, _skip, part):
         hits = pc.equal(batch.column(index), value)
         found = pc.index(hits, True).as_py()
         if found >= 0:
@@ -173,9 +186,18 @@ class _InvalidRows:
     """pyarrow's invalid_row_handler: skips a row with the wrong number of fields and reports
     it as a bad row with its data-row number (found by scanning the file once, on the first)."""
 
-    def __init__(self, path: str, opts: CsvOptions, num_columns: int, on_bad: BadSink) -> None:
+    def __init__(
+        self,
+        path: str,
+        opts: CsvOptions,
+        num_columns: int,
+        on_bad: BadSink,
+        part: CsvRange | None = None,
+        first_row: int = 0,
+    ) -> None:
         self.path, self.opts, self.num_columns, self.on_bad = path, opts, num_columns, on_bad
-        self.map = RowMap()
+        self.part = part
+        self.map = RowMap(offset=first_row)
         self.ignore = 0  # invalid rows already reported by an earlier read of the file
 
     def __call__(self, row: Any) -> str:
@@ -188,6 +210,7 @@ class _InvalidRows:
                 opts.escape_char,
                 self.num_columns,
                 skip_first=opts.header,
+                part=self.part,
             )
         if self.ignore:
             self.ignore -= 1
@@ -206,38 +229,45 @@ def csv_batches(
     csv: CsvOptions,
     batch_rows: int,
     on_bad: BadSink | None,
+    span: CsvRange | None = None,
 ) -> Iterator[TableBatch]:
-    """A CSV file's batches; with `on_bad`, its bad rows go there instead of failing the read.
+    """A CSV file's batches (or its range `span`'s, whose first data row is `first_row`); with
+    `on_bad`, its bad rows go there instead of failing the read.
 
     A value that does not convert makes pyarrow fail the whole block: the file is then read
     again as text from the first row not yet yielded, and converted column by column with
     Arrow's cast, the rows that do not convert going to `on_bad`.
     """
     types = {f.name: f.type for f in schema}
-    invalid = None if on_bad is None else _InvalidRows(path, csv, len(schema), on_bad)
+    invalid = (
+        None if on_bad is None else _InvalidRows(path, csv, len(schema), on_bad, span, first_row)
+    )
     yielded = 0
     try:
-        for batch in _csv_reader(path, csv, types, csv.block_bytes, invalid):
+        for batch in _csv_reader(path, csv, types, csv.block_bytes, invalid, span, first_row):
             for start in range(0, batch.num_rows, batch_rows):
                 part = pa.Table.from_batches([batch.slice(start, batch_rows)])
                 rows = None if invalid is None else invalid.map.rows(part.num_rows)
                 yield TableBatch(part, path, first_row + yielded, rows)
                 yielded += part.num_rows
+        _check_span(path, span, yielded + (0 if invalid is None else invalid.map.reported))
         return
     except (InputError, ConversionError) as err:  # the open failed
         if on_bad is None or not _CONVERSION_ERROR.search(str(err)):
             raise
     except (pa.ArrowException, OSError, EOFError) as err:
         if on_bad is None or not _CONVERSION_ERROR.search(str(err)):
-            located = _locate_csv_error(path, csv, types, err) if on_bad is None else None
+            located = None
+            if on_bad is None:
+                located = _locate_csv_error(path, csv, types, err, span, first_row)
             after = f"after data row {first_row + yielded}"
             raise (located or InputError(f"{path}: {after}: {err}")) from err
-    again = _InvalidRows(path, csv, len(schema), on_bad)
+    again = _InvalidRows(path, csv, len(schema), on_bad, span, first_row)
     again.ignore = invalid.map.reported
     again.map = dataclasses.replace(invalid.map, good=0, reported=0)
     as_text = {name: pa.string() for name in schema.names}
     skip = yielded
-    for batch in _csv_reader(path, csv, as_text, csv.block_bytes, again):
+    for batch in _csv_reader(path, csv, as_text, csv.block_bytes, again, span, first_row):
         table = pa.Table.from_batches([batch])
         if skip:
             taken = min(skip, table.num_rows)
@@ -258,3 +288,14 @@ def csv_batches(
             if converted is not None:
                 kept = np.isin(source_rows(text), [r["row"] for r in bad], invert=True)
                 yield TableBatch(converted, path, text.first_row, source_rows(text)[kept])
+    _check_span(path, span, yielded + again.map.reported)
+
+
+def _check_span(path: str, span: CsvRange | None, rows: int) -> None:
+    """A range's rows as the plan counted them: else the file changed since (a row lost or
+    read twice by the next range is not let through)."""
+    if span is not None and rows != span.rows:
+        raise InputError(
+            f"{path}: bytes {span.start:,}-{span.stop:,} hold {rows:,} rows where the plan "
+            f"counted {span.rows:,}: the file changed while the job ran (run the job again)"
+        )

@@ -17,15 +17,26 @@ import pyarrow.compute as pc
 
 from transforms.encode.schema import ConversionError
 from transforms.fs import CompressionTypes, FileSystems
+from transforms.read.delimited.ranges import CsvRange, open_range
 
 __all__ = ["RowMap", "cast_columns", "invalid_record_rows"]
 
 
-def _records(path: str, delimiter: str, quote_char: str | None, escape_char: str | None):  # noqa: ANN202
-    """The file's non-empty records as Python's csv module splits them."""
-    raw = io.BufferedReader(
-        _Readable(FileSystems.open(path, compression_type=CompressionTypes.AUTO))
-    )
+def _records(  # noqa: ANN202
+    path: str,
+    delimiter: str,
+    quote_char: str | None,
+    escape_char: str | None,
+    part: CsvRange | None = None,
+):
+    """The file's (or its range's: header line, then the range) non-empty records as Python's
+    csv module splits them."""
+    if part is None:
+        raw = io.BufferedReader(
+            _Readable(FileSystems.open(path, compression_type=CompressionTypes.AUTO))
+        )
+    else:
+        raw = open_range(path, part)
     text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
     quoting = csv.QUOTE_MINIMAL if quote_char else csv.QUOTE_NONE
     reader = csv.reader(
@@ -73,11 +84,13 @@ def invalid_record_rows(
     escape_char: str | None,
     num_columns: int,
     skip_first: bool,
+    part: CsvRange | None = None,
 ) -> tuple[np.ndarray, int]:
     """The data-row numbers of the records without `num_columns` fields, and the number of
-    data rows (records after the header, when `skip_first`)."""
+    data rows (records after the header, when `skip_first`), counted from the file's (or the
+    range's) first data row."""
     bad, total = [], 0
-    for i, record in enumerate(_records(path, delimiter, quote_char, escape_char)):
+    for i, record in enumerate(_records(path, delimiter, quote_char, escape_char, part)):
         if i == 0 and skip_first:
             continue
         if len(record) != num_columns:
@@ -98,6 +111,7 @@ class RowMap:
     total: int = 0
     good: int = 0  # rows yielded so far
     reported: int = 0  # invalid rows reported so far
+    offset: int = 0  # the first data row of what is read (a range of a file: not 0)
 
     def rows(self, n: int) -> np.ndarray | None:
         """The source rows of the next `n` good rows (None while no row was skipped)."""
@@ -105,7 +119,7 @@ class RowMap:
             self.good += n
             return None
         kept = np.delete(np.arange(self.total, dtype=np.int64), self.invalid)
-        out = kept[self.good : self.good + n]
+        out = kept[self.good : self.good + n] + self.offset
         self.good += n
         return out
 
@@ -115,7 +129,7 @@ class RowMap:
         self.reported += 1
         if self.invalid is None or k >= self.invalid.size:
             return None
-        return int(self.invalid[k])
+        return int(self.invalid[k]) + self.offset
 
 
 def cast_columns(table: pa.Table, schema: pa.Schema, source: str, rows: np.ndarray) -> pa.Table:
