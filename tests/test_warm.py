@@ -37,11 +37,14 @@ def test_jobs_after_warming_compile_nothing(tmp_path):
     splits = tmp_path / "splits.yaml"
     splits.write_text("splits: {train: 4, eval: 1}\n", encoding="utf-8")
     csv = REPO / "sample" / "trips.csv"
+    ranges = tmp_path / "ranges.yaml"  # the sample CSV cut into byte ranges
+    ranges.write_text("csv: {range_bytes: 20000}\n", encoding="utf-8")
     jobs = [
         ["--config", str(REPO / "configs" / "sample.yaml")],
         ["--config", str(REPO / "configs" / "taxi_sequence.yaml")],
         ["--input", str(SAMPLE_PARQUET), "--config", str(splits), "--shuffle", "--workers", "2"],
         ["--input", str(csv), "--num-shards", "3"],
+        ["--input", str(csv), "--config", str(ranges)],
     ]
     for i, job in enumerate(jobs):
         out = tmp_path / f"out{i}"

@@ -100,6 +100,7 @@ def warm(workdir: str | None = None) -> None:
     """Compile (or load from the cache) the kernels of the jobs above; raises if a job fails."""
     from transforms.encode.kernel.example import compile_kernels
     from transforms.files.local_reads import compile_kernel
+    from transforms.read.delimited.ranges import csv_ranges
     from transforms.stats.sketches import fixed_priorities
 
     compile_kernels()
@@ -108,6 +109,9 @@ def warm(workdir: str | None = None) -> None:
     fixed_priorities(np.arange(4, dtype=np.uint64), 16, 1 << 40)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         root = Path(tmp)
+        # the scan that cuts a large CSV file into byte ranges (the plan's, in the launcher)
+        (root / "rows.csv").write_bytes(b"a,b\n" + b'1,"x"\n' * 64)
+        csv_ranges(str(root / "rows.csv"), ",", '"', None, True, 64)
         table = root / "table.parquet"
         pq.write_table(_table(root / "files"), table, row_group_size=1000)
         for args in _jobs(table, root):
