@@ -457,12 +457,19 @@ class _InterruptsInFinalizer:
 
 
 def _item_that_loses_a_ctrl_c(item: int) -> int:
-    if item == 1 and os.getpid() == _LAUNCHER[0]:
+    """The launcher's first item past item 0 loses a Ctrl-C. A forked worker's items are slow,
+    so that the launcher has such an item even when the worker is scheduled first (with
+    instant items a loaded machine once let the worker take items 1 to 5)."""
+    if os.getpid() != _LAUNCHER[0]:
+        time.sleep(0.2)
+    elif item >= 1 and not _FIRED:
+        _FIRED.append(item)
         _InterruptsInFinalizer()  # made and dropped: its __del__ runs here
     return item
 
 
 _LAUNCHER = [0]
+_FIRED: list[int] = []
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -471,11 +478,13 @@ def test_a_ctrl_c_lost_in_a_finalizer_still_interrupts(workers):
     from pipeline.engines.inprocess.pool import run_items
 
     _LAUNCHER[0] = os.getpid()
+    _FIRED.clear()
     seen = []
     with pytest.raises(KeyboardInterrupt):
         for _index, result in run_items(_item_that_loses_a_ctrl_c, list(range(6)), workers):
             seen.append(result)
     assert (seen == [0]) if workers == 1 else (len(seen) < 6)
+    assert len(_FIRED) == 1
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
