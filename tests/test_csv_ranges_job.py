@@ -205,3 +205,39 @@ def test_a_range_that_no_longer_holds_the_rows_counted_fails_the_read(source, tm
     path.write_bytes(data[: part.start] + b"7,7\n" + data[part.start :])  # a row more in front
     with pytest.raises(ValueError, match=r"bytes [\d,]+-[\d,]+ hold \d+ rows where the plan"):
         read()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"header": False, "column_names": ["x", "y", "z"]},  # no header line: none read first
+        {"header": True, "column_names": ["x", "y", "z"]},  # the header line read, then skipped
+    ],
+)
+def test_ranges_with_named_columns_and_partitions(tmp_path, options):
+    """A header-less file and a renamed header, in two Hive partitions: ranges read what the
+    whole files read (the partition keys appended to every range's rows)."""
+    source = tmp_path / "in"
+    for day in (1, 2):
+        folder = source / f"day={day}"
+        folder.mkdir(parents=True)
+        lines = [f'{i},"t {i}\nx",{i * day * 0.5}' for i in range(1500)]
+        if options["header"]:
+            lines.insert(0, "a,b,c")
+        (folder / "part.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    got = {}
+    for range_bytes in (0, 4096):
+        config = tmp_path / f"c{range_bytes}.yaml"
+        config.write_text(json.dumps({"csv": {**options, "range_bytes": range_bytes}}))
+        out = tmp_path / f"o{range_bytes}"
+        args = ["convert", "--input", source, "--output", out, "--config", config]
+        result = run_cli_captured(args)
+        assert result.code == 0, result.err
+        plan = run_cli_captured(["plan", *args[1:], "--json"])
+        assert (json.loads(plan.out)["work"]["work_items"] > 2) == (range_bytes > 0)
+        (batch,) = load_dataset(str(out), batch_size=10_000)
+        got[range_bytes] = {k: v.numpy().tolist() for k, v in batch.items()}
+    assert got[4096] == got[0]
+    assert got[0]["x"] == [*range(1500), *range(1500)]
+    assert got[0]["day"] == [1] * 1500 + [2] * 1500
+    assert got[0]["y"][1499] == b"t 1499\nx"
