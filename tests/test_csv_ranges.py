@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import random
 
 import numpy as np
@@ -13,7 +14,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from transforms.read.delimited.ranges import CsvRange, csv_ranges, open_range, scan_rows
+from transforms.read.delimited.ranges import (
+    TextRange,
+    csv_ranges,
+    json_line_ranges,
+    open_range,
+    scan_rows,
+)
 
 ENDINGS = ("\n", "\r\n", "\r")
 
@@ -150,7 +157,49 @@ def test_without_a_header_every_row_is_data(tmp_path):
 def test_a_range_reads_the_header_then_its_bytes(tmp_path):
     path = tmp_path / "a.csv"
     path.write_bytes(b"x,y\n1,2\n3,4\n5,6\n")
-    with open_range(str(path), CsvRange(8, 12, 1, 1, 4)) as f:
+    with open_range(str(path), TextRange(8, 12, 1, 1, 4)) as f:
         assert f.read() == b"x,y\n3,4\n"
-    with open_range(str(path), CsvRange(0, 8, 0, 1, 0)) as f:
+    with open_range(str(path), TextRange(0, 8, 0, 1, 0)) as f:
         assert f.read() == b"x,y\n1,2\n"
+
+
+# ------------------------------------------------------------------------------- JSON Lines
+
+
+def _jsonl(rng: random.Random, rows: int) -> bytes:
+    out = []
+    for i in range(rows):
+        while rng.random() < 0.08:  # blank lines: no rows, but lines
+            out.append(rng.choice(["", " ", "\t ", "\r"]) + "\n")
+        text = "".join(rng.choice('ab "\\\n,{}') for _ in range(rng.randrange(8)))
+        line = json.dumps({"i": i, "s": text})  # a line break in a value is escaped
+        end = "" if i == rows - 1 and rng.random() < 0.5 else rng.choice(["\n", "\r\n"])
+        out.append(line + end)
+    return "".join(out).encode()
+
+
+def test_json_lines_ranges_start_at_lines_and_know_their_rows_and_lines(tmp_path, monkeypatch):
+    from transforms.read.delimited import ranges
+
+    for seed in range(30):
+        rng = random.Random(seed)
+        data = _jsonl(rng, rng.randrange(2, 300))
+        path = tmp_path / f"{seed}.jsonl"
+        path.write_bytes(data)
+        monkeypatch.setattr(ranges, "CHUNK_BYTES", rng.choice([1, 50, 1 << 20]))
+        size = rng.randrange(1, max(2, len(data) // 3))
+        parts = json_line_ranges(str(path), size)
+        lines = data.split(b"\n")
+        rows = [ln for ln in lines if ln.strip(b" \t\r")]
+        if parts is None:
+            assert len(data) <= size * 3 // 2 or len(rows) <= 1, seed
+            continue
+        assert parts[0].start == 0 and parts[-1].stop == len(data), seed
+        assert sum(p.rows for p in parts) == len(rows), seed
+        for p in parts:
+            assert p.start == 0 or data[p.start - 1] == 10, seed  # a line start
+            with open_range(str(path), p) as f:
+                got = [ln for ln in f.read().split(b"\n") if ln.strip(b" \t\r")]
+            assert got == rows[p.first_row : p.first_row + p.rows], seed
+            line = data[: p.start].count(b"\n") + 1
+            assert p.first_line == line, seed

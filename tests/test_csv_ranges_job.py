@@ -241,3 +241,48 @@ def test_ranges_with_named_columns_and_partitions(tmp_path, options):
     assert got[0]["x"] == [*range(1500), *range(1500)]
     assert got[0]["day"] == [1] * 1500 + [2] * 1500
     assert got[0]["y"][1499] == b"t 1499\nx"
+
+
+def test_json_lines_ranges_write_what_the_whole_file_writes(tmp_path, monkeypatch):
+    """A JSON Lines file cut into byte ranges at line starts: the records, and the bad lines
+    with their row and line numbers, are those of the whole file, on any number of workers."""
+    from transforms.read.delimited import ranges
+
+    lines = []
+    for i in range(3000):
+        if i % 400 == 3:
+            lines.append("")  # a blank line: a line, not a row
+        if i == 1700:
+            lines.append('{"id": 1700, "x": 0.5, "s": "cut')  # not JSON
+        elif i == 2600:
+            lines.append('{"id": 2600, "x": "many", "s": "t"}')  # does not convert
+        else:
+            x = 0 if i % 5 == 0 else i / 8
+            lines.append(json.dumps({"id": i, "x": x, "s": f"line {i}\nof {i % 7}"}))
+    source = tmp_path / "big.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text("columns: {x: {type: float64}}\n", encoding="utf-8")
+
+    def run(name: str, workers: int) -> Path:
+        out = tmp_path / name
+        args = ["convert", "--input", source, "--output", out, "--config", config,
+                "--workers", str(workers), "--max-bad-rows", "5"]  # fmt: skip
+        result = run_cli_captured(args)
+        assert result.code == 0, result.err
+        return out
+
+    whole = run("whole", 2)
+    monkeypatch.setattr(ranges, "JSON_RANGE_BYTES", 8192)
+    plan = run_cli_captured(
+        ["plan", "--input", source, "--output", tmp_path / "p", "--config", config, "--json"]
+    )
+    assert plan.code == 0, plan.err
+    assert json.loads(plan.out)["work"]["work_items"] >= 10
+    cut = {w: run(f"cut{w}", w) for w in (1, 3)}
+    assert _records(cut[1]) == _records(whole)
+    assert len(_records(whole)) == 2998
+    errors = _errors(cut[1])
+    assert errors == _errors(whole) == _errors(cut[3])
+    assert [(e["row"], e["values"]["line"]) for e in errors] == [(1700, 1706), (2600, 2608)]
+    assert _records(cut[3]) == _records(cut[1])

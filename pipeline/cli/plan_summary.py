@@ -158,8 +158,12 @@ def _few_items(fmt: str) -> str:
             "a small, compressed or remote CSV file is one work item (a smaller csv.range_bytes, "
             "or the input cut into more files, uses more cores)"
         )
-    name = {"jsonl": "JSON Lines"}.get(fmt, fmt)
-    return f"a {name} file is one work item (cut the input into more files to use more cores)"
+    if fmt == "jsonl":
+        return (
+            "a small, compressed or remote JSON Lines file is one work item (cut the input into "
+            "more files to use more cores)"
+        )
+    return f"a {fmt} file is one work item (cut the input into more files to use more cores)"
 
 
 def format_plan(summary: dict[str, Any]) -> str:

@@ -49,7 +49,7 @@ from transforms.read.parquet_reader import footer_schema, parquet_footer, parque
 from transforms.read.partitions import add_partition_fields, plan_partitions
 from transforms.read.work import (
     WorkItem,
-    cut_csv_files,
+    cut_text_files,
     plan_whole_files,
     plan_work,
     read_work_item,
@@ -365,8 +365,8 @@ def plan_job(config: JobConfig) -> JobPlan:
     if files is not None and fmt in ("csv", "jsonl"):  # a table of references: rows are work
         header = config.csv.header and fmt == "csv"
         work = slice_by_rows(work, lambda w: w.source_bytes / csv_bytes_per_row(w.path, header))
-    elif fmt == "csv":  # a large file: byte ranges, each its own work item
-        work = cut_csv_files(work, config.csv)
+    elif fmt in ("csv", "jsonl"):  # a large file: byte ranges, each its own work item
+        work = cut_text_files(work, fmt, config.csv)
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)
     shards = plan_shards(work, ratio, config.splits, config.shard_mb, config.num_shards, grouped)
     return JobPlan(

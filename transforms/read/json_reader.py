@@ -4,11 +4,13 @@ their schema, and their bad lines.
 Types follow the CSV rules: `columns.<name>.type` wins, the rest are inferred by pyarrow from
 the first `INFER_BYTES` of the first file, then fixed for every file and block (a field with no
 value there is read as text). Blank lines are skipped; rows are numbered from 0 over the
-other lines. pyarrow fails a whole block on a line that is not JSON, a value that does not
-convert or a field that is not a column: the file is then read again line by line from the
-first row not yet passed on, and the lines parsed a batch at a time by the same reader, a batch
-that fails being split until each bad line stands alone (transforms/deadletter.py). A bad line
-goes to the dead-letter output with its line number and text.
+other lines; a large local file is read as byte ranges at line starts, each knowing its first
+row and line number (transforms/read/delimited/ranges.py). pyarrow fails a whole block on a
+line that is not JSON, a value that does not convert or a field that is not a column: the file
+is then read again line by line from the first row not yet passed on, and the lines parsed a
+batch at a time by the same reader, a batch that fails being split until each bad line stands
+alone (transforms/deadletter.py). A bad line goes to the dead-letter output with its line
+number and text.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, isolate_bad_rows
 from transforms.encode.schema import ConversionError
 from transforms.fs import CompressionTypes, FileSystems
+from transforms.read.delimited.ranges import TextRange, open_range
 from transforms.read.files import InputError, open_input
 
 __all__ = [
@@ -46,9 +49,12 @@ class NoLinesError(InputError):
     """A JSON Lines file with no line (empty, or blank lines only): no rows and no fields."""
 
 
-def _open(path: str, parse: pajson.ParseOptions, block: int) -> pajson.JSONStreamingReader:
+def _open(
+    path: str, parse: pajson.ParseOptions, block: int, span: TextRange | None = None
+) -> pajson.JSONStreamingReader:
+    source = open_input(path) if span is None else open_range(path, span)
     return pajson.open_json(
-        open_input(path), read_options=pajson.ReadOptions(block_size=block), parse_options=parse
+        source, read_options=pajson.ReadOptions(block_size=block), parse_options=parse
     )
 
 
@@ -167,18 +173,24 @@ def parse_lines(lines: TableBatch, schema: pa.Schema | None, unexpected: str = "
     raise ConversionError(f"{lines.source}: {where}: line {number}: {reason}")
 
 
-def _raw(path: str) -> IO[bytes]:
+def _raw(path: str, span: TextRange | None = None) -> IO[bytes]:
+    if span is not None:
+        return open_range(path, span)
     return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
 
 
-def _line_batches(path: str, skip: int, batch_rows: int) -> Iterator[tuple[int, pa.Table]]:
-    """The file's non-blank lines after the first `skip`, as (first row, table of line numbers
-    and text) of at most `batch_rows` lines."""
+def _line_batches(
+    path: str, skip: int, batch_rows: int, span: TextRange | None = None, seen: list | None = None
+) -> Iterator[tuple[int, pa.Table]]:
+    """The file's (or its range's) non-blank lines after the first `skip`, as (first row,
+    table of line numbers and text) of at most `batch_rows` lines; the rows in all appended
+    to `seen` at the end."""
     lines: list[bytes] = []
     numbers: list[int] = []
     row = first = 0
-    with _raw(path) as f:
-        for number, line in enumerate(iter(f.readline, b""), start=1):
+    with _raw(path, span) as f:
+        start = 1 if span is None else span.first_line
+        for number, line in enumerate(iter(f.readline, b""), start=start):
             if not line.strip(_BLANK):
                 continue
             if row >= skip:
@@ -192,13 +204,22 @@ def _line_batches(path: str, skip: int, batch_rows: int) -> Iterator[tuple[int, 
             row += 1
     if lines:
         yield first, _lines_table(lines, numbers)
+    if seen is not None:
+        seen.append(row)
 
 
 def _bad_lines(
-    path: str, first_row: int, skip: int, schema: pa.Schema, batch_rows: int, on_bad: BadSink
+    path: str,
+    first_row: int,
+    skip: int,
+    schema: pa.Schema,
+    batch_rows: int,
+    on_bad: BadSink,
+    span: TextRange | None = None,
 ) -> Iterator[TableBatch]:
     """The rows from the `skip`th on, line by line; the lines that do not read go to `on_bad`."""
-    for first, table in _line_batches(path, skip, batch_rows):
+    seen: list[int] = []
+    for first, table in _line_batches(path, skip, batch_rows, span, seen):
         lines = TableBatch(table, path, first_row + first)
         converted, bad = isolate_bad_rows(lines, lambda b: parse_lines(b, schema), "read")
         for row in bad:
@@ -206,6 +227,17 @@ def _bad_lines(
         if converted is not None:
             kept = np.isin(source_rows(lines), [r["row"] for r in bad], invert=True)
             yield TableBatch(converted, path, lines.first_row, source_rows(lines)[kept])
+    _check_span(path, span, seen[0])
+
+
+def _check_span(path: str, span: TextRange | None, rows: int) -> None:
+    """A range's rows as the plan counted them: else the file changed since (a row lost or
+    read twice by the next range is not let through)."""
+    if span is not None and rows != span.rows:
+        raise InputError(
+            f"{path}: bytes {span.start:,}-{span.stop:,} hold {rows:,} rows where the plan "
+            f"counted {span.rows:,}: the file changed while the job ran (run the job again)"
+        )
 
 
 def _raise_first(row: dict) -> None:
@@ -213,22 +245,29 @@ def _raise_first(row: dict) -> None:
 
 
 def json_batches(
-    path: str, first_row: int, schema: pa.Schema, batch_rows: int, on_bad: BadSink | None
+    path: str,
+    first_row: int,
+    schema: pa.Schema,
+    batch_rows: int,
+    on_bad: BadSink | None,
+    span: TextRange | None = None,
 ) -> Iterator[TableBatch]:
-    """A JSON Lines file's batches in `schema`; with `on_bad`, its bad lines go there instead
-    of failing the read (without, the first one raises ConversionError naming it)."""
+    """A JSON Lines file's batches in `schema` (or its range `span`'s, whose first row is
+    `first_row`); with `on_bad`, its bad lines go there instead of failing the read (without,
+    the first one raises ConversionError naming it)."""
     parse = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
     yielded = 0
     try:
-        for batch in _open(path, parse, BLOCK_BYTES):
+        for batch in _open(path, parse, BLOCK_BYTES, span):
             for start in range(0, batch.num_rows, batch_rows):
                 part = pa.Table.from_batches([batch.slice(start, batch_rows)])
                 yield TableBatch(part, path, first_row + yielded)
                 yielded += part.num_rows
+        _check_span(path, span, yielded)
         return
     except pa.ArrowInvalid:  # a bad line (or a file that is not JSON Lines): read line by line
         pass
     except (pa.ArrowException, OSError, EOFError) as err:
         raise InputError(f"{path}: after data row {first_row + yielded}: {err}") from err
     sink = on_bad if on_bad is not None else _raise_first
-    yield from _bad_lines(path, first_row, yielded, schema, batch_rows, sink)
+    yield from _bad_lines(path, first_row, yielded, schema, batch_rows, sink, span)

@@ -3,10 +3,10 @@ of a large CSV file) and read tasks: the units workers read.
 
 Work is split at construction: one work item per Parquet row group (from the footers the plan
 reads once, for the schema too), one per CSV or JSON Lines file; a large local, uncompressed
-CSV file is cut into byte ranges at row starts (`cut_csv_files`), one item each. With very
-many Parquet files the plan reads one footer only (pipeline/job/plan.py): one work item per
-whole file (`plan_whole_files`), whose reader finds the row groups and checks the file's
-schema. A file of a Hive-partitioned input carries its partition values
+CSV or JSON Lines file is cut into byte ranges at row starts (`cut_text_files`), one item
+each. With very many Parquet files the plan reads one footer only (pipeline/job/plan.py): one
+work item per whole file (`plan_whole_files`), whose reader finds the row groups and checks the
+file's schema. A file of a Hive-partitioned input carries its partition values
 (transforms/read/partitions.py), which the reader appends to each batch. A CSV or JSON Lines
 table of file references (`files:`) is cut by rows (`slice_by_rows`): each of its rows costs a
 file read, so its rows, not its bytes on disk, are the work, and one file would keep the other
@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from transforms.batch import TableBatch, source_rows, take_rows
 from transforms.deadletter import BadSink
 from transforms.fs import FileSystems
-from transforms.read.delimited.ranges import CsvRange, csv_ranges
+from transforms.read.delimited.ranges import TextRange, csv_ranges, json_line_ranges
 from transforms.read.delimited.reader import CsvOptions, csv_batches
 from transforms.read.files import is_local
 from transforms.read.json_reader import json_batches
@@ -39,7 +39,7 @@ from transforms.read.unify import conform
 __all__ = [
     "ReadTask",
     "WorkItem",
-    "cut_csv_files",
+    "cut_text_files",
     "plan_whole_files",
     "plan_work",
     "read_work_item",
@@ -63,7 +63,7 @@ class WorkItem:
     # a CSV or JSON Lines file cut by rows: its data rows [start, stop) (stop None: to the end)
     rows: tuple[int, int | None] | None = None
     row_groups: int = 1  # Parquet: the consecutive row groups from `row_group` the item reads
-    part: CsvRange | None = None  # a CSV file cut into byte ranges: the range the item reads
+    part: TextRange | None = None  # a CSV file cut into byte ranges: the range the item reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,15 +135,20 @@ def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
     return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
 
 
-def cut_csv_files(items: Sequence[WorkItem], csv: CsvOptions) -> list[WorkItem]:
-    """The items of large local, uncompressed CSV files cut into byte ranges at row starts, one
-    item per range (`csv.range_bytes`; transforms/read/delimited/ranges.py), each with its
-    first data row and its rows; every other item as it is."""
+def cut_text_files(items: Sequence[WorkItem], fmt: str, csv: CsvOptions) -> list[WorkItem]:
+    """The items of large local, uncompressed CSV or JSON Lines files cut into byte ranges at
+    row (line) starts, one item per range (CSV: `csv.range_bytes`; JSON Lines:
+    JSON_RANGE_BYTES; transforms/read/delimited/ranges.py), each with its first data row and its
+    rows; every other item as it is."""
     out: list[WorkItem] = []
     for item in items:
         parts = None
         if item.rows is None and item.part is None and is_local(item.path):
-            if not _compressed(item.path):
+            if _compressed(item.path):
+                parts = None
+            elif fmt == "jsonl":
+                parts = json_line_ranges(item.path)
+            else:
                 parts = csv_ranges(
                     item.path, csv.delimiter, csv.quote_char, csv.escape_char, csv.header,
                     csv.range_bytes,
@@ -300,7 +305,7 @@ def _read_file(
     on_bad: BadSink | None,
 ) -> Iterator[TableBatch]:
     if fmt == "jsonl":
-        yield from json_batches(item.path, item.first_row, schema, batch_rows, on_bad)
+        yield from json_batches(item.path, item.first_row, schema, batch_rows, on_bad, item.part)
         return
     if fmt == "csv":
         if item.columns is None:

@@ -1,3 +1,3 @@
 """CSV files: `reader` (pyarrow's streaming reader, the schema, bad rows), `bad_rows` (where
-pyarrow skipped a row, a block converted column by column), `ranges` (a large file cut into
-byte ranges at row boundaries, read by several workers)."""
+pyarrow skipped a row, a block converted column by column), `ranges` (a large CSV or JSON Lines
+file cut into byte ranges at row boundaries, read by several workers)."""

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from transforms.encode.schema import ConversionError
 from transforms.fs import CompressionTypes, FileSystems
-from transforms.read.delimited.ranges import CsvRange, open_range
+from transforms.read.delimited.ranges import TextRange, open_range
 
 __all__ = ["RowMap", "cast_columns", "invalid_record_rows"]
 
@@ -27,7 +27,7 @@ def _records(  # noqa: ANN202
     delimiter: str,
     quote_char: str | None,
     escape_char: str | None,
-    part: CsvRange | None = None,
+    part: TextRange | None = None,
 ):
     """The file's (or its range's: header line, then the range) non-empty records as Python's
     csv module splits them."""
@@ -84,7 +84,7 @@ def invalid_record_rows(
     escape_char: str | None,
     num_columns: int,
     skip_first: bool,
-    part: CsvRange | None = None,
+    part: TextRange | None = None,
 ) -> tuple[np.ndarray, int]:
     """The data-row numbers of the records without `num_columns` fields, and the number of
     data rows (records after the header, when `skip_first`), counted from the file's (or the

@@ -30,7 +30,15 @@ import os
 import numpy as np
 from numba import njit
 
-__all__ = ["CHUNK_BYTES", "CsvRange", "csv_ranges", "open_range", "scan_rows"]
+__all__ = [
+    "CHUNK_BYTES",
+    "JSON_RANGE_BYTES",
+    "TextRange",
+    "csv_ranges",
+    "json_line_ranges",
+    "open_range",
+    "scan_rows",
+]
 
 _BOM = b"\xef\xbb\xbf"
 _LINE_START, _IN_FIELD, _IN_QUOTED = 0, 1, 2
@@ -191,7 +199,7 @@ def scan_rows(
         return (*_scan(data, a, b, state, *codes, mine), mine)
 
     if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        threads = _threads()
     if len(pieces) > 1 and threads > 1:
         with concurrent.futures.ThreadPoolExecutor(min(threads, len(pieces))) as pool:
             guessed = list(pool.map(lambda piece: scan(piece, _LINE_START), pieces))
@@ -231,22 +239,123 @@ def scan_rows(
     return cuts, rows_at, first_end, rows
 
 
+@njit(cache=True, nogil=True)
+def _scan_lines(data, begin, end, targets):  # noqa: ANN001, ANN202
+    """JSON Lines over `data[begin:end]` (`begin` a line start, `end` the data's end or just
+    after a "\\n"): for each of the sorted byte offsets `targets`, the first line start at or
+    after it (-1: none before `end`), and the rows (lines with a byte other than space, tab,
+    "\\r" or "\\n") and lines before it; the rows and lines in all."""
+    cuts = np.full(len(targets), -1, np.int64)
+    rows_at = np.zeros(len(targets), np.int64)
+    lines_at = np.zeros(len(targets), np.int64)
+    t = 0
+    rows = 0
+    lines = 0
+    i = begin
+    while i < end:
+        while t < len(targets) and targets[t] <= i:
+            cuts[t] = i
+            rows_at[t] = rows
+            lines_at[t] = lines
+            t += 1
+        blank = True
+        while i < end and data[i] != 10:  # the line's leading blanks
+            c = data[i]
+            if c != 32 and c != 9 and c != 13:
+                blank = False
+                break
+            i += 1
+        while i < end and data[i] != 10:  # the rest of a line that is a row
+            i += 1
+        i += 1  # the line break (or past the end: a last line without one)
+        lines += 1
+        if not blank:
+            rows += 1
+    return cuts, rows_at, lines_at, rows, lines
+
+
+JSON_RANGE_BYTES = 64 << 20  # a JSON Lines file past 1.5 x this is read as ranges of this size
+
+
+def json_line_ranges(path: str, size: int | None = None) -> list[TextRange] | None:
+    """The local JSON Lines file cut into ranges of about `size` bytes (default
+    JSON_RANGE_BYTES) at line starts, or None when it is not worth cutting (at most 1.5 x
+    `size`, or one line). A JSON Lines row is a line (a JSON
+    value holds no raw line break), so the file's pieces are scanned at once with nothing to
+    guess; each range knows its first row and first line number."""
+    size = JSON_RANGE_BYTES if size is None else size
+    total = os.path.getsize(path)
+    if size <= 0 or total <= size * 3 // 2:
+        return None
+    data = np.memmap(path, dtype=np.uint8, mode="r")  # unmapped once no longer referenced
+    pieces = _chunks(data, 0, CHUNK_BYTES)
+    targets = np.arange(size, total, size, dtype=np.int64)
+
+    def scan(piece: tuple[int, int]) -> tuple:
+        a, b = piece
+        mine = targets[(targets >= a) & ((targets < b) | (b == total))]
+        return (*_scan_lines(data, a, b, mine), mine)
+
+    with concurrent.futures.ThreadPoolExecutor(min(_threads(), len(pieces))) as pool:
+        results = list(pool.map(scan, pieces))
+    starts, rows_before, lines_before = [0], [0], [0]
+    rows = lines = 0
+    pending = False  # a target whose line starts in a later piece
+    for (a, _), (cuts, rows_at, lines_at, piece_rows, piece_lines, _) in zip(
+        pieces, results, strict=True
+    ):
+        found = [(int(c), int(r), int(n)) for c, r, n in zip(cuts, rows_at, lines_at, strict=True)]
+        if pending and a > starts[-1]:
+            starts.append(a)
+            rows_before.append(rows)
+            lines_before.append(lines)
+        pending = False
+        for cut, r, n in found:
+            if cut < 0:
+                pending = True
+            elif cut > starts[-1]:
+                starts.append(cut)
+                rows_before.append(rows + r)
+                lines_before.append(lines + n)
+        rows += int(piece_rows)
+        lines += int(piece_lines)
+    starts_ok = [s for s in starts if s < total]
+    if len(starts_ok) == 1:
+        return None
+    k = len(starts_ok)
+    stops = [*starts_ok[1:], total]
+    counts = [*rows_before[1:k], rows]
+    return [
+        TextRange(a, b, first, count - first, 0, line + 1)
+        for a, b, first, count, line in zip(
+            starts_ok, stops, rows_before[:k], counts, lines_before[:k], strict=True
+        )
+    ]
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
 @dataclasses.dataclass(frozen=True)
-class CsvRange:
-    """Bytes [start, stop) of a CSV file: its rows from data row `first_row` on, `rows` of them;
-    `header_end`: the end of the file's header line (read before a range's own bytes; 0 for
-    the first range, which starts with it, or for a file without a header line)."""
+class TextRange:
+    """Bytes [start, stop) of a CSV or JSON Lines file: its rows from data row `first_row` on,
+    `rows` of them; `header_end`: the end of a CSV file's header line (read before a range's
+    own bytes; 0 for the first range, which starts with it, for a file without a header line,
+    and for JSON Lines); `first_line`: the file's line number (from 1) of the range's first
+    line (JSON Lines: its bad lines are named by line)."""
 
     start: int
     stop: int
     first_row: int
     rows: int
-    header_end: int
+    header_end: int = 0
+    first_line: int = 1
 
 
 def csv_ranges(
     path: str, delimiter: str, quote: str | None, escape: str | None, header: bool, size: int
-) -> list[CsvRange] | None:
+) -> list[TextRange] | None:
     """The local file cut into ranges of about `size` bytes at row starts, or None when it is
     not worth cutting (at most 1.5 x `size`, or a single range once cut) or cannot be (it starts
     with an empty line, which pyarrow's skipping of a header would count as a row)."""
@@ -276,7 +385,7 @@ def csv_ranges(
     stops = [*starts[1:], total]
     counts = [*before[1:], rows - header_rows]
     return [
-        CsvRange(a, b, first, count - first, header_end if i else 0)
+        TextRange(a, b, first, count - first, header_end if i else 0)
         for i, (a, b, first, count) in enumerate(zip(starts, stops, before, counts, strict=True))
     ]
 
@@ -319,6 +428,6 @@ class _RangeReader(io.RawIOBase):
         super().close()
 
 
-def open_range(path: str, part: CsvRange) -> io.BufferedReader:
+def open_range(path: str, part: TextRange) -> io.BufferedReader:
     """A range of the file as a binary stream of its own CSV file (header line, then rows)."""
     return io.BufferedReader(_RangeReader(path, part.start, part.stop, part.header_end), 1 << 20)

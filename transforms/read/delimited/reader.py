@@ -21,7 +21,7 @@ from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, bad_row, isolate_bad_rows
 from transforms.encode.schema import ConversionError, SchemaError
 from transforms.read.delimited.bad_rows import RowMap, cast_columns, invalid_record_rows
-from transforms.read.delimited.ranges import CsvRange, open_range
+from transforms.read.delimited.ranges import TextRange, open_range
 from transforms.read.files import InputError, open_input
 
 __all__ = ["CsvOptions", "csv_batches", "csv_column_names", "csv_schema"]
@@ -92,7 +92,7 @@ def _csv_reader(  # noqa: ANN202
     types: Mapping[str, pa.DataType],
     block: int,
     invalid_row_handler: Callable | None = None,
-    part: CsvRange | None = None,
+    part: TextRange | None = None,
     first_row: int = 0,
 ):
     """pyarrow's streaming reader of the file, or of its range `part` (its header line, then the
@@ -121,7 +121,7 @@ def _locate_csv_error(
     opts: CsvOptions,
     types: Mapping[str, pa.DataType],
     err: Exception,
-    part: CsvRange | None = None,
+    part: TextRange | None = None,
     first_row: int = 0,
 ) -> ConversionError | None:
     """Name the row and column of a CSV value pyarrow could not convert (it reports neither).
@@ -192,7 +192,7 @@ class _InvalidRows:
         opts: CsvOptions,
         num_columns: int,
         on_bad: BadSink,
-        part: CsvRange | None = None,
+        part: TextRange | None = None,
         first_row: int = 0,
     ) -> None:
         self.path, self.opts, self.num_columns, self.on_bad = path, opts, num_columns, on_bad
@@ -229,7 +229,7 @@ def csv_batches(
     csv: CsvOptions,
     batch_rows: int,
     on_bad: BadSink | None,
-    span: CsvRange | None = None,
+    span: TextRange | None = None,
 ) -> Iterator[TableBatch]:
     """A CSV file's batches (or its range `span`'s, whose first data row is `first_row`); with
     `on_bad`, its bad rows go there instead of failing the read.
@@ -291,7 +291,7 @@ def csv_batches(
     _check_span(path, span, yielded + again.map.reported)
 
 
-def _check_span(path: str, span: CsvRange | None, rows: int) -> None:
+def _check_span(path: str, span: TextRange | None, rows: int) -> None:
     """A range's rows as the plan counted them: else the file changed since (a row lost or
     read twice by the next range is not let through)."""
     if span is not None and rows != span.rows:
