@@ -100,7 +100,7 @@ def warm(workdir: str | None = None) -> None:
     """Compile (or load from the cache) the kernels of the jobs above; raises if a job fails."""
     from transforms.encode.kernel.example import compile_kernels
     from transforms.files.local_reads import compile_kernel
-    from transforms.read.delimited.ranges import csv_ranges
+    from transforms.read.delimited.ranges import csv_ranges, json_line_ranges
     from transforms.stats.sketches import fixed_priorities
 
     compile_kernels()
@@ -112,6 +112,8 @@ def warm(workdir: str | None = None) -> None:
         # the scan that cuts a large CSV file into byte ranges (the plan's, in the launcher)
         (root / "rows.csv").write_bytes(b"a,b\n" + b'1,"x"\n' * 64)
         csv_ranges(str(root / "rows.csv"), ",", '"', None, True, 64)
+        (root / "rows.jsonl").write_bytes(b'{"a": 1}\n' * 64)  # ... and of a JSON Lines file
+        json_line_ranges(str(root / "rows.jsonl"), 64)
         table = root / "table.parquet"
         pq.write_table(_table(root / "files"), table, row_group_size=1000)
         for args in _jobs(table, root):
