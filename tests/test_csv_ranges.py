@@ -14,13 +14,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from transforms.read.delimited.ranges import (
-    TextRange,
-    csv_ranges,
-    json_line_ranges,
-    open_range,
-    scan_rows,
-)
+from transforms.read.delimited import scan
+from transforms.read.delimited.ranges import TextRange, csv_ranges, json_line_ranges, open_range
+from transforms.read.delimited.scan import scan_rows
 
 ENDINGS = ("\n", "\r\n", "\r")
 
@@ -179,14 +175,12 @@ def _jsonl(rng: random.Random, rows: int) -> bytes:
 
 
 def test_json_lines_ranges_start_at_lines_and_know_their_rows_and_lines(tmp_path, monkeypatch):
-    from transforms.read.delimited import ranges
-
     for seed in range(30):
         rng = random.Random(seed)
         data = _jsonl(rng, rng.randrange(2, 300))
         path = tmp_path / f"{seed}.jsonl"
         path.write_bytes(data)
-        monkeypatch.setattr(ranges, "CHUNK_BYTES", rng.choice([1, 50, 1 << 20]))
+        monkeypatch.setattr(scan, "CHUNK_BYTES", rng.choice([1, 50, 1 << 20]))
         size = rng.randrange(1, max(2, len(data) // 3))
         parts = json_line_ranges(str(path), size)
         lines = data.split(b"\n")

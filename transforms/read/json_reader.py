@@ -28,7 +28,7 @@ from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, isolate_bad_rows
 from transforms.encode.schema import ConversionError
 from transforms.fs import CompressionTypes, FileSystems
-from transforms.read.delimited.ranges import TextRange, open_range
+from transforms.read.delimited.ranges import TextRange, check_rows, open_range
 from transforms.read.files import InputError, open_input
 
 __all__ = [
@@ -227,17 +227,7 @@ def _bad_lines(
         if converted is not None:
             kept = np.isin(source_rows(lines), [r["row"] for r in bad], invert=True)
             yield TableBatch(converted, path, lines.first_row, source_rows(lines)[kept])
-    _check_span(path, span, seen[0])
-
-
-def _check_span(path: str, span: TextRange | None, rows: int) -> None:
-    """A range's rows as the plan counted them: else the file changed since (a row lost or
-    read twice by the next range is not let through)."""
-    if span is not None and rows != span.rows:
-        raise InputError(
-            f"{path}: bytes {span.start:,}-{span.stop:,} hold {rows:,} rows where the plan "
-            f"counted {span.rows:,}: the file changed while the job ran (run the job again)"
-        )
+    check_rows(path, span, seen[0])
 
 
 def _raise_first(row: dict) -> None:
@@ -263,7 +253,7 @@ def json_batches(
                 part = pa.Table.from_batches([batch.slice(start, batch_rows)])
                 yield TableBatch(part, path, first_row + yielded)
                 yielded += part.num_rows
-        _check_span(path, span, yielded)
+        check_rows(path, span, yielded)
         return
     except pa.ArrowInvalid:  # a bad line (or a file that is not JSON Lines): read line by line
         pass

@@ -21,7 +21,7 @@ from transforms.batch import TableBatch, source_rows
 from transforms.deadletter import BadSink, bad_row, isolate_bad_rows
 from transforms.encode.schema import ConversionError, SchemaError
 from transforms.read.delimited.bad_rows import RowMap, cast_columns, invalid_record_rows
-from transforms.read.delimited.ranges import TextRange, open_range
+from transforms.read.delimited.ranges import TextRange, check_rows, open_range
 from transforms.read.files import InputError, open_input
 
 __all__ = ["CsvOptions", "csv_batches", "csv_column_names", "csv_schema"]
@@ -250,7 +250,7 @@ def csv_batches(
                 rows = None if invalid is None else invalid.map.rows(part.num_rows)
                 yield TableBatch(part, path, first_row + yielded, rows)
                 yielded += part.num_rows
-        _check_span(path, span, yielded + (0 if invalid is None else invalid.map.reported))
+        check_rows(path, span, yielded + (0 if invalid is None else invalid.map.reported))
         return
     except (InputError, ConversionError) as err:  # the open failed
         if on_bad is None or not _CONVERSION_ERROR.search(str(err)):
@@ -288,14 +288,4 @@ def csv_batches(
             if converted is not None:
                 kept = np.isin(source_rows(text), [r["row"] for r in bad], invert=True)
                 yield TableBatch(converted, path, text.first_row, source_rows(text)[kept])
-    _check_span(path, span, yielded + again.map.reported)
-
-
-def _check_span(path: str, span: TextRange | None, rows: int) -> None:
-    """A range's rows as the plan counted them: else the file changed since (a row lost or
-    read twice by the next range is not let through)."""
-    if span is not None and rows != span.rows:
-        raise InputError(
-            f"{path}: bytes {span.start:,}-{span.stop:,} hold {rows:,} rows where the plan "
-            f"counted {span.rows:,}: the file changed while the job ran (run the job again)"
-        )
+    check_rows(path, span, yielded + again.map.reported)
