@@ -1,7 +1,9 @@
 """A table of file references (`files:`) cut by rows into work items (transforms/read/work.py
-`slice_by_rows`), so several workers read its files: the slices read together give the rows and
-the bad rows of the whole file, each once, with their row numbers; the job writes the same
-records at 1 and 2 workers and on Beam, each row once, each bad file once in `_errors/`.
+`cut_reference_tables`: byte ranges of a local, uncompressed table, `slice_by_rows` for any
+other), so several workers read its files: the items read together give the rows and the bad
+rows of the whole file, each once, with their row numbers; the job writes the same records at 1
+and 2 workers, on Beam, and from the table gzipped (cut by row numbers), each row once, each bad
+file once in `_errors/`.
 
 And the statistics' XXH64 (transforms/hashing.py `xxh64_range`), which hashes a bytes feature's
 long values: equal to the reference XXH64 on known vectors, at every byte alignment."""
@@ -9,6 +11,7 @@ long values: equal to the reference XXH64 on known vectors, at every byte alignm
 from __future__ import annotations
 
 import collections
+import gzip
 import json
 from pathlib import Path
 
@@ -20,7 +23,13 @@ from conftest import read_manifest, run_cli_captured
 
 from transforms.hashing import word_views, xxh64_range
 from transforms.read.delimited.reader import CsvOptions
-from transforms.read.work import REFERENCE_ROWS, WorkItem, read_work_item, slice_by_rows
+from transforms.read.work import (
+    REFERENCE_ROWS,
+    WorkItem,
+    cut_reference_tables,
+    read_work_item,
+    slice_by_rows,
+)
 from transforms.stats.values import LONG_VALUE, count_values
 
 # -- slice_by_rows --------------------------------------------------------------------------
@@ -91,6 +100,57 @@ def test_slices_read_the_rows_and_bad_rows_of_the_whole_once(tmp_path, fmt, rows
     assert sorted(got_bad) == expected_bad
 
 
+def _captioned(root: Path, fmt: str, rows: int) -> Path:
+    """`rows` references, every 7th with a caption holding a quoted line break and a comma."""
+    if fmt == "csv":
+        lines = ["id,ref,caption"] + [
+            f'{i},img/{i}.png,"line one, of {i}\nline two"' if i % 7 == 3 else f"{i},img/{i}.png,"
+            for i in range(rows)
+        ]
+    else:
+        lines = [
+            json.dumps({"id": i, "ref": f"img/{i}.png", "caption": "a\nb" if i % 7 == 3 else None})
+            for i in range(rows)
+        ]
+    path = root / f"captioned.{fmt}"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_local_table_is_cut_into_byte_ranges_of_about_the_rows(tmp_path, fmt):
+    path = _captioned(tmp_path, fmt, 1000)
+    schema = pa.schema([("id", pa.int64()), ("ref", pa.string()), ("caption", pa.string())])
+    whole = WorkItem(str(path), None, 0, None, path.stat().st_size)
+    # an estimate of 900 rows: it decides how many ranges (9), not their rows
+    items = cut_reference_tables([whole], fmt, CsvOptions(), lambda _: 900, rows_per_item=100)
+    assert len(items) == 9
+    assert all(item.part is not None and item.rows is None for item in items)
+    assert [item.first_row for item in items] == [0, *np.cumsum([i.num_rows for i in items])[:-1]]
+    assert sum(item.num_rows for item in items) == 1000
+    assert all(60 <= item.num_rows <= 140 for item in items)  # about 1000 / 9 each
+    expected, _ = _read(whole, fmt, schema, 64)
+    got = []
+    for item in items:
+        rows, bad = _read(item, fmt, schema, 64)
+        assert not bad and len(rows) == item.num_rows
+        assert [n for n, _ in rows] == list(range(item.first_row, item.first_row + item.num_rows))
+        got += rows
+    assert got == expected
+
+
+def test_a_compressed_table_is_cut_by_row_numbers(tmp_path):
+    path = _captioned(tmp_path, "csv", 1000)
+    packed = tmp_path / "captioned.csv.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    item = WorkItem(str(packed), None, 0, None, packed.stat().st_size)
+    items = cut_reference_tables([item], "csv", CsvOptions(), lambda _: 1000, rows_per_item=250)
+    assert [i.rows for i in items] == [(0, 250), (250, 500), (500, 750), (750, None)]
+    assert all(i.part is None for i in items)
+    one = WorkItem(str(path), None, 0, None, path.stat().st_size)  # one item: left whole
+    assert cut_reference_tables([one], "csv", CsvOptions(), lambda _: 100) == [one]
+
+
 # -- the job ----------------------------------------------------------------------------------
 
 ROWS = 2 * REFERENCE_ROWS + 500  # three slices
@@ -107,13 +167,14 @@ def references(tmp_path_factory) -> Path:
         f"{i},docs/{'missing' if i % 97 == 5 else i % 40}.txt" for i in range(ROWS)
     ]
     (root / "refs.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "refs.csv.gz").write_bytes(gzip.compress((root / "refs.csv").read_bytes()))
     (root / "job.yaml").write_text(json.dumps({"files": {"doc": {}}, "max_bad_rows": 1000}))
     return root
 
 
-def _convert(root: Path, out: Path, *args: str) -> dict:
+def _convert(root: Path, out: Path, *args: str, table: str = "refs.csv") -> dict:
     result = run_cli_captured(
-        ["convert", "--input", root / "refs.csv", "--output", out, "--config", root / "job.yaml",
+        ["convert", "--input", root / table, "--output", out, "--config", root / "job.yaml",
          "--compression", "none", *args]
     )  # fmt: skip
     assert result.code == 0, result.err
@@ -140,15 +201,17 @@ def test_one_csv_of_references_is_read_by_every_worker(references, tmp_path):
     one = _convert(references, tmp_path / "one", "--workers", "1")
     two = _convert(references, tmp_path / "two", "--workers", "2")
     beam = _convert(references, tmp_path / "beam", "--engine", "beam")
+    packed = _convert(references, tmp_path / "packed", "--workers", "2", table="refs.csv.gz")
     missing = [i for i in range(ROWS) if i % 97 == 5]
-    for manifest in (one, two, beam):
+    for manifest in (one, two, beam, packed):
         assert manifest["rows"] == ROWS - len(missing)
         assert manifest["bad_rows"]["count"] == len(missing)
     assert _records(tmp_path / "one") == _records(tmp_path / "two")  # the same bytes, in order
+    assert _records(tmp_path / "packed") == _records(tmp_path / "one")  # cut by row numbers
     assert collections.Counter(_records(tmp_path / "beam")) == collections.Counter(
         _records(tmp_path / "one")
     )
-    for out in ("one", "two", "beam"):
+    for out in ("one", "two", "beam", "packed"):
         errors = _errors(tmp_path / out)
         assert sorted(e["row"] for e in errors) == missing  # each bad row once, its own number
         assert all("file not found" in e["reason"] for e in errors)

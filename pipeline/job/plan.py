@@ -49,11 +49,11 @@ from transforms.read.parquet_reader import footer_schema, parquet_footer, parque
 from transforms.read.partitions import add_partition_fields, plan_partitions
 from transforms.read.work import (
     WorkItem,
+    cut_reference_tables,
     cut_text_files,
     plan_whole_files,
     plan_work,
     read_work_item,
-    slice_by_rows,
     with_columns,
     with_partitions,
 )
@@ -364,7 +364,11 @@ def plan_job(config: JobConfig) -> JobPlan:
     )
     if files is not None and fmt in ("csv", "jsonl"):  # a table of references: rows are work
         header = config.csv.header and fmt == "csv"
-        work = slice_by_rows(work, lambda w: w.source_bytes / csv_bytes_per_row(w.path, header))
+
+        def rows_of(item: WorkItem) -> float:
+            return item.source_bytes / csv_bytes_per_row(item.path, header)
+
+        work = cut_reference_tables(work, fmt, config.csv, rows_of)
     elif fmt in ("csv", "jsonl"):  # a large file: byte ranges, each its own work item
         work = cut_text_files(work, fmt, config.csv)
     grouped = config.num_shards > 0 or len(config.shuffle) == len(config.splits)

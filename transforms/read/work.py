@@ -8,9 +8,9 @@ each. With very many Parquet files the plan reads one footer only (pipeline/job/
 work item per whole file (`plan_whole_files`), whose reader finds the row groups and checks the
 file's schema. A file of a Hive-partitioned input carries its partition values
 (transforms/read/partitions.py), which the reader appends to each batch. A CSV or JSON Lines
-table of file references (`files:`) is cut by rows (`slice_by_rows`): each of its rows costs a
-file read, so its rows, not its bytes on disk, are the work, and one file would keep the other
-workers idle. Each work item yields `TableBatch`es of at most `batch_rows` rows, tagged with
+table of file references (`files:`) is cut by rows (`cut_reference_tables`): each of its rows
+costs a file read, so its rows, not its bytes on disk, are the work, and one file would keep the
+other workers idle. Each work item yields `TableBatch`es of at most `batch_rows` rows, tagged with
 the source file and the 0-based index of their first data row in that file (for error
 messages).
 """
@@ -39,6 +39,7 @@ from transforms.read.unify import conform
 __all__ = [
     "ReadTask",
     "WorkItem",
+    "cut_reference_tables",
     "cut_text_files",
     "plan_whole_files",
     "plan_work",
@@ -135,23 +136,28 @@ def plan_whole_files(sizes: Mapping[str, int]) -> list[WorkItem]:
     return [WorkItem(path, None, 0, None, int(size), first) for path, size in sizes.items()]
 
 
-def cut_text_files(items: Sequence[WorkItem], fmt: str, csv: CsvOptions) -> list[WorkItem]:
+def cut_text_files(
+    items: Sequence[WorkItem], fmt: str, csv: CsvOptions, sizes: Mapping[str, int] | None = None
+) -> list[WorkItem]:
     """The items of large local, uncompressed CSV or JSON Lines files cut into byte ranges at
     row (line) starts, one item per range (CSV: `csv.range_bytes`; JSON Lines:
     JSON_RANGE_BYTES; transforms/read/delimited/ranges.py), each with its first data row and its
-    rows; every other item as it is."""
+    rows; every other item as it is. `sizes`: a range size per path in place of those."""
     out: list[WorkItem] = []
     for item in items:
         parts = None
-        if item.rows is None and item.part is None and is_local(item.path):
+        size = None if sizes is None else sizes.get(item.path)
+        if sizes is not None and size is None:  # not to be cut
+            pass
+        elif item.rows is None and item.part is None and is_local(item.path):
             if _compressed(item.path):
                 parts = None
             elif fmt == "jsonl":
-                parts = json_line_ranges(item.path)
+                parts = json_line_ranges(item.path, size)
             else:
                 parts = csv_ranges(
                     item.path, csv.delimiter, csv.quote_char, csv.escape_char, csv.header,
-                    csv.range_bytes,
+                    csv.range_bytes if size is None else size,
                 )  # fmt: skip
         if parts is None:
             out.append(item)
@@ -174,13 +180,41 @@ def _compressed(path: str) -> bool:
     return True
 
 
-# A table of file references is cut into items of about this many rows, at most this many items
-# per file: every item reads its file from the start (a CSV row's start cannot be found without
-# parsing the rows before it, quoted fields may hold line breaks) and stops after its rows, so
-# the items of one file parse it (items + 1) / 2 times in all; for a table of references that
-# is small beside the files its rows read (a 100,000-row CSV of paths: 4 MB for 650 MB of files).
+# A table of file references is cut into items of about this many rows: its rows, not its bytes
+# on disk, are the work (each reads a file). A local, uncompressed table is cut into byte ranges
+# of about that many rows each (`cut_reference_tables`), which read only their own bytes. Any
+# other table (compressed, on an object store, or starting with an empty line) is cut by row
+# numbers (`slice_by_rows`): every such item reads the file from the start (a CSV row's start
+# cannot be found without parsing the rows before it, quoted fields may hold line breaks) and
+# stops after its rows, so the items of one file parse it (items + 1) / 2 times in all, and a
+# file gets at most MAX_REFERENCE_SLICES of them.
 REFERENCE_ROWS = 2048
 MAX_REFERENCE_SLICES = 32
+
+
+def cut_reference_tables(
+    items: Sequence[WorkItem],
+    fmt: str,
+    csv: CsvOptions,
+    rows_of: Callable[[WorkItem], float],
+    rows_per_item: int = REFERENCE_ROWS,
+) -> list[WorkItem]:
+    """Each whole CSV or JSON Lines file of references in `items` cut into items of about
+    `rows_per_item` data rows (`rows_of`: an estimate of a file's rows): a local, uncompressed
+    file into byte ranges at row starts of its size over that many items (as `cut_text_files`
+    cuts, each range with its exact first row and rows, so the estimate decides only how many
+    ranges there are), any other by row numbers (`slice_by_rows`)."""
+    estimates: dict[str, float] = {}
+    sizes: dict[str, int] = {}
+    for item in items:
+        if item.row_group is not None or item.num_rows is not None or item.rows is not None:
+            continue
+        estimates[item.path] = estimate = max(0.0, rows_of(item))
+        count = math.ceil(estimate / rows_per_item)
+        if count > 1 and item.source_bytes > 0:
+            sizes[item.path] = max(1, -(-item.source_bytes // count))
+    ranged = cut_text_files(items, fmt, csv, sizes)
+    return slice_by_rows(ranged, lambda item: estimates[item.path], rows_per_item)
 
 
 def slice_by_rows(
