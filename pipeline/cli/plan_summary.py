@@ -42,12 +42,13 @@ def _rows(plan: JobPlan) -> tuple[int, bool]:
 
 def _rolling_shards(plan: JobPlan, fraction: float) -> int:
     """Files a rolling write makes of a split: each task rolls to a new file at the target
-    size and appends its last, smaller file to the one before (transforms/write/rolling/beam.py)."""
+    size and appends a last file under half of it to the one before
+    (transforms/write/rolling/task_files.py)."""
     ratio, target = plan.shards.bytes_per_input_byte, plan.shards.target_bytes
     total = 0
     for task in plan.shards.tasks:
         expected = sum(w.source_bytes for w in task.items) * ratio * fraction
-        total += max(1, math.floor(expected / target))
+        total += max(1, math.floor(expected / target + 0.5))
     return total
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 import numpy as np
@@ -69,14 +69,43 @@ class BlockFile:
         self._compression = compression
         self._compress = compress
         self._deflate = zlib.compressobj(ZLIB_LEVEL) if compression == "zlib" else None
-        self._file = _create(path)
+        self._file: BinaryIO | DirectWriter | None = None  # created at its first bytes
+        self._held: list[bytes] | None = None  # the bytes held in memory (`hold`), or None
+        self._hold_bytes = 0
         self.rows = 0
         self.bytes = 0
         self.framed = 0  # framed bytes written (before compression)
 
+    def hold(self, nbytes: int) -> None:
+        """Keep the file's first bytes in memory, nothing on disk, as long as it holds at most
+        `nbytes`: a file `fold`ed into another while it does was never written, read back and
+        deleted. Before anything is written."""
+        if self._file is None and not self.bytes and nbytes > 0:
+            self._held, self._hold_bytes = [], nbytes
+
+    def _out(self) -> BinaryIO | DirectWriter:
+        if self._file is None:
+            self._file = _create(self.path)
+        return self._file
+
+    def _holds(self, nbytes: int) -> bool:
+        """Whether `nbytes` more stay in memory; else the held bytes go to the file now."""
+        if self._held is None:
+            return False
+        if self.bytes + nbytes <= self._hold_bytes:
+            return True
+        out = self._out()
+        for chunk in self._held:
+            out.write(chunk)
+        self._held = None
+        return False
+
     def _put(self, data: bytes | memoryview) -> None:
         if data:
-            self._file.write(data)
+            if self._holds(len(data)):  # the caller's buffer is not ours to keep
+                self._held.append(data if isinstance(data, bytes) else bytes(data))
+            else:
+                self._out().write(data)
             self.bytes += len(data)
 
     def _told(self, rows: int, nbytes: int) -> None:
@@ -102,36 +131,65 @@ class BlockFile:
         self._told(rows, len(data))
 
     def write_copied(
-        self, copy: Callable[[BinaryIO], None], size: int, rows: int, framed: int
+        self,
+        copy: Callable[[BinaryIO], None],
+        size: int,
+        rows: int,
+        framed: int,
+        read: Callable[[], bytes] | None = None,
     ) -> None:
         """A block as stored (a gzip member, or framed records without compression), appended
-        by `copy(file)` (blocks.py: copied in the kernel): `size` bytes, `rows` records of
-        `framed` framed bytes."""
-        copy(self._file)
+        by `copy(file)` (blocks.py: copied in the kernel), or held as `read()` gives it while
+        the file is held (`hold`): `size` bytes, `rows` records of `framed` framed bytes."""
+        if read is not None and self._holds(size):
+            self._held.append(read())
+        else:
+            self._holds(size)  # a file held so far gets its bytes first
+            copy(self._out())
         self.bytes += size
         self.rows += rows
         self.framed += framed
         self._told(rows, size)
 
+    def fold(self, other: BlockFile) -> None:
+        """Append the records of `other`, a later file of the same compression not closed yet,
+        and drop it: from memory while it is held (`hold`: it never reached the disk), else
+        from its closed temp file (`append`)."""
+        if other._held is None:
+            self.append(other.close())
+            return
+        chunks = other._held
+        if other._deflate is not None:
+            chunks.append(other._deflate.flush())
+        other._held = None
+        self._append_chunks(chunks)
+        self.rows += other.rows
+
     def append(self, other: ShardPart) -> None:
-        """Append the records of a closed temp file of the same compression, and delete it.
-        gzip and none: its bytes as they are (gzip members concatenate); zlib: re-deflated."""
-        inflate = zlib.decompressobj() if self._deflate is not None else None
+        """Append the records of a closed temp file of the same compression, and delete it."""
         with FileSystems.open(other.temp_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            while chunk := f.read(_COPY_BYTES):
-                if inflate is not None:
-                    self._put(self._deflate.compress(inflate.decompress(chunk)))
-                else:
-                    self._put(chunk)
+            self._append_chunks(iter(lambda: f.read(_COPY_BYTES), b""))
         self.rows += other.rows
         FileSystems.delete([other.temp_path])
+
+    def _append_chunks(self, chunks: Iterable[bytes]) -> None:
+        """Another file's bytes of the same compression, appended: gzip and none as they are
+        (gzip members concatenate); zlib re-deflated."""
+        inflate = zlib.decompressobj() if self._deflate is not None else None
+        for chunk in chunks:
+            if inflate is not None:
+                self._put(self._deflate.compress(inflate.decompress(chunk)))
+            else:
+                self._put(chunk)
 
     def close(self) -> ShardPart:
         if self._deflate is not None:
             tail = self._deflate.flush()
             self._put(tail)
             self._told(0, len(tail))
-        self._file.close()
+        if self._held is not None:  # held to the end: written now
+            self._holds(self._hold_bytes + 1)
+        self._out().close()
         return ShardPart(self.split, self.order, self.path, self.rows, self.bytes)
 
 
