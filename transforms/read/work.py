@@ -147,9 +147,8 @@ def cut_text_files(
     for item in items:
         parts = None
         size = None if sizes is None else sizes.get(item.path)
-        if sizes is not None and size is None:  # not to be cut
-            pass
-        elif item.rows is None and item.part is None and is_local(item.path):
+        named = sizes is None or size is not None  # with `sizes`, only the files it names
+        if named and item.rows is None and item.part is None and is_local(item.path):
             if _compressed(item.path):
                 parts = None
             elif fmt == "jsonl":
